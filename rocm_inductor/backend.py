@@ -1,0 +1,111 @@
+"""The ``rocm_fused`` torch.compile backend.
+
+``torch.compile(model, backend="rocm_fused", options={...})`` (found through the
+``torch_dynamo_backends`` entry point, no import needed) or ``mode=...``: resolve the options and level,
+install our :class:`~rocm_inductor.passes.manager.PassManager` as Inductor's post-grad custom pass, and
+call Inductor's ``compile_fx``. Levels (``mode=`` maps onto them):
+
+=====================================  =====  =========================================================
+mode / options                         level  what runs
+=====================================  =====  =========================================================
+``options={"level": 0}``               0      plain Inductor (A/B baseline)
+default / ``"reduce-overhead"``        1      rewrites, Inductor defaults (+ CUDA graphs for reduce-overhead)
+``"max-autotune"`` / ``level: 2``      2      rewrites + max-autotune (+ CUDA graphs) + ATen GEMMs for
+                                              small-M buckets
+``"max-autotune-no-cudagraphs"``       2      the same without CUDA graphs
+=====================================  =====  =========================================================
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from . import ops  # noqa: F401  (registers the rocm_fused custom ops)
+from .options import Options, parse_options
+from .passes.manager import PassManager
+
+log = logging.getLogger("rocm_inductor")
+
+#: mode -> (level, CUDA graphs) for modes Inductor knows.
+MODE_LEVELS: dict[str, tuple[int, bool]] = {
+    "default": (1, False),
+    "reduce-overhead": (1, True),
+    "max-autotune": (2, True),
+    "max-autotune-no-cudagraphs": (2, False),
+}
+
+
+def resolve(mode: str | None, options: dict[str, Any] | Options | None) -> tuple[Options, dict[str, Any]]:
+    """Turn ``mode``/``options`` into validated options and Inductor config patches.
+
+    Args:
+        mode: an Inductor mode name or None.
+        options: the user's options dict (keys of :class:`~rocm_inductor.options.Options`).
+
+    Returns:
+        ``(options, config_patches)`` for ``compile_fx``.
+
+    Raises:
+        ValueError: unknown mode, unknown option key or bad value.
+    """
+    opts = parse_options(options)
+    if mode is not None and mode not in MODE_LEVELS:
+        raise ValueError(f"rocm_fused: unknown mode {mode!r}; valid modes are {list(MODE_LEVELS)}")
+    level, graphs = (opts.level, opts.level == 2) if mode is None else MODE_LEVELS[mode]
+    if mode is not None and level != opts.level:
+        opts = parse_options({**_as_dict(opts), "level": level})
+    if opts.cudagraphs is not None:
+        graphs = opts.cudagraphs
+    patches: dict[str, Any] = {}
+    if level == 2:
+        patches.update(torch._inductor.list_mode_options("max-autotune-no-cudagraphs"))
+    if graphs:
+        patches["triton.cudagraphs"] = True
+    if level > 0:
+        patches["post_grad_custom_post_pass"] = PassManager(opts)
+    if level == 2:
+        from .lowerings import gemm_config_patches
+
+        patches.update(gemm_config_patches(opts))
+    return opts, patches
+
+
+def _as_dict(opts: Options) -> dict[str, Any]:
+    return {"level": opts.level, "provider": opts.provider, "providers": dict(opts.providers),
+            "passes": dict(opts.passes), "strict": opts.strict, "aten_gemm_max_m": opts.aten_gemm_max_m,
+            "cudagraphs": opts.cudagraphs}
+
+
+def rocm_fused(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], mode: str | None = None,
+               options: dict[str, Any] | Options | None = None) -> Callable[..., Any]:
+    """The ``rocm_fused`` backend (Dynamo calls it with the captured graph).
+
+    Args:
+        gm: the FX graph Dynamo captured; example_inputs: its example inputs (fake or real tensors).
+        mode: Inductor mode (``"reduce-overhead"``, ``"max-autotune"``, ...), mapped onto a level.
+        options: dict of :class:`~rocm_inductor.options.Options` fields.
+
+    Returns:
+        The compiled callable from Inductor's ``compile_fx``.
+
+    Raises:
+        ValueError / TypeError: invalid mode or options (always raised: it is the user's input).
+        Whatever Inductor raises on a graph it cannot compile even without our rewrites. An error caused by
+        our rewrites is logged and the graph is compiled again without them (``strict=True`` re-raises).
+    """
+    from torch._inductor.compile_fx import compile_fx
+
+    opts, patches = resolve(mode, options)
+    try:
+        return compile_fx(gm, example_inputs, config_patches=patches)
+    except Exception as e:
+        if opts.strict or "post_grad_custom_post_pass" not in patches:
+            raise
+        log.warning("rocm_fused: compiling with our rewrites failed (%s: %s); compiling without them",
+                    type(e).__name__, e)
+        patches.pop("post_grad_custom_post_pass")
+        return compile_fx(gm, example_inputs, config_patches=patches)

@@ -1,0 +1,110 @@
+"""The one options object of the ``rocm_fused`` backend.
+
+``torch.compile(model, backend="rocm_fused", options={...})`` hands us a plain dict; :func:`parse_options`
+turns it into a frozen, hashable :class:`Options` (so it can enter Inductor's FX graph cache key) and
+rejects unknown keys with the list of valid ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+#: Provider names a user may force (see ``rocm_inductor.providers``).
+PROVIDER_NAMES = ("reference", "triton", "flashinfer", "amd_flashinfer", "aiter")
+
+#: Names of the rewrite passes, in the order the pass manager runs them.
+PASS_NAMES = ("rms_norm", "rope", "sigmoid_gate", "sampling")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """Validated options of one ``rocm_fused`` compile.
+
+    Attributes:
+        level: 0 = plain Inductor (no rewrites), 1 = rewrites with Inductor defaults (default),
+            2 = rewrites + max-autotune with ATen GEMMs for small-M buckets.
+        provider: force one provider for every op (``"reference"`` makes the passes rewrite on CPU).
+        providers: per-op provider override, e.g. ``{"rms_norm": "triton"}``; wins over ``provider``.
+        passes: per-pass enable/disable override, e.g. ``{"sigmoid_gate": True}``; a pass not named
+            here follows the platform policy (``rocm_inductor.policy``).
+        strict: re-raise errors from our passes instead of warning and compiling the graph untouched.
+        aten_gemm_max_m: largest GEMM M (tokens) kept on ATen under level 2.
+        cudagraphs: force CUDA graphs on/off (``None`` = what the level or mode implies).
+    """
+
+    level: int = 1
+    provider: str | None = None
+    providers: tuple[tuple[str, str], ...] = ()
+    passes: tuple[tuple[str, bool], ...] = ()
+    strict: bool = False
+    aten_gemm_max_m: int = 32
+    cudagraphs: bool | None = None
+
+    def provider_for(self, op: str) -> str | None:
+        """The provider forced for ``op`` (str) by the options, or ``None`` to let the platform choose."""
+        return dict(self.providers).get(op, self.provider)
+
+    def pass_enabled(self, name: str) -> bool | None:
+        """The user's explicit on/off for pass ``name``, or ``None`` when the policy decides."""
+        return dict(self.passes).get(name)
+
+    def key(self) -> str:
+        """A stable string of every field, for cache keys."""
+        return repr(dataclasses.astuple(self))
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(Options))
+
+
+def _check_choice(name: str, value: Any, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ValueError(f"rocm_fused: option {name}={value!r} is not one of {list(allowed)}")
+
+
+def parse_options(options: Mapping[str, Any] | Options | None) -> Options:
+    """Turn the user's ``options=`` dict into :class:`Options`.
+
+    Args:
+        options: ``None``, an :class:`Options`, or a mapping whose keys are :class:`Options` fields.
+
+    Returns:
+        The validated, frozen options.
+
+    Raises:
+        ValueError: an unknown key (the message lists the valid ones) or an invalid value.
+        TypeError: ``options`` is neither a mapping nor ``Options``.
+    """
+    if options is None:
+        return Options()
+    if isinstance(options, Options):
+        return options
+    if not isinstance(options, Mapping):
+        raise TypeError(f"rocm_fused: options must be a dict, got {type(options).__name__}")
+    unknown = sorted(set(options) - set(_FIELDS))
+    if unknown:
+        raise ValueError(f"rocm_fused: unknown option(s) {unknown}; valid options are {list(_FIELDS)}")
+    kw = dict(options)
+    _check_choice("level", kw.get("level", 1), (0, 1, 2))
+    if kw.get("provider") is not None:
+        _check_choice("provider", kw["provider"], PROVIDER_NAMES)
+    providers = kw.get("providers") or {}
+    for op, prov in dict(providers).items():
+        _check_choice(f"providers[{op!r}]", prov, PROVIDER_NAMES)
+    kw["providers"] = tuple(sorted(dict(providers).items()))
+    passes = kw.get("passes") or {}
+    for name, on in dict(passes).items():
+        _check_choice("passes key", name, PASS_NAMES)
+        if not isinstance(on, bool):
+            raise ValueError(f"rocm_fused: passes[{name!r}] must be True or False, got {on!r}")
+    kw["passes"] = tuple(sorted(dict(passes).items()))
+    m = kw.get("aten_gemm_max_m", 32)
+    if not isinstance(m, int) or isinstance(m, bool) or m < 0:
+        raise ValueError(f"rocm_fused: aten_gemm_max_m must be an int >= 0, got {m!r}")
+    for flag in ("strict",):
+        if not isinstance(kw.get(flag, False), bool):
+            raise ValueError(f"rocm_fused: {flag} must be a bool")
+    if kw.get("cudagraphs") not in (None, True, False):
+        raise ValueError("rocm_fused: cudagraphs must be None, True or False")
+    return Options(**kw)

@@ -1,0 +1,21 @@
+"""Rewrite passes over the post-grad graph; the manager (``manager.py``) runs them in this order.
+
+A pass is an object with ``name`` (str), ``ops`` (custom op names it may emit) and
+``__call__(graph, ctx)``; it records matches and near-misses in ``ctx`` (``manager.PassContext``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+
+@functools.lru_cache(maxsize=1)
+def _passes() -> tuple:
+    from .rms_norm import RMSNormPass
+
+    return (RMSNormPass(),)
+
+
+def all_passes() -> tuple:
+    """Every rewrite pass in run order (instances are created once, patterns registered lazily)."""
+    return _passes()

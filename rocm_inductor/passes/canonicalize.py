@@ -1,0 +1,242 @@
+"""Canonicalize a post-grad ATen graph so that one pattern covers many spellings.
+
+Rewrites, each exact (same values, same rounding) except where noted:
+- ``add/sub/mul/div.Scalar`` -> ``.Tensor`` (the pattern matcher traces Python scalars as ``.Tensor``);
+- implicit type promotion made explicit: ``mul(bf16, f32)`` -> ``mul(convert(bf16, f32), f32)``
+  (T5's ``x * rsqrt(var)`` with un-cast x; F.rms_norm's fp32 weight multiply);
+- ``mul(x, x)`` -> ``pow(x, 2)`` (gpt-fast's ``mean(x * x)``);
+- ``div(a, sqrt(b))`` -> ``mul(a, rsqrt(b))``, ``reciprocal(sqrt(b))`` / ``pow(b, -0.5)`` -> ``rsqrt(b)``
+  (not bit-exact in fp32: rsqrt and 1/sqrt differ by <= 1 ulp of float32);
+- ``div(sum(p, [-1], keepdim), H)`` with H the reduced size -> ``mean(p, [-1], keepdim)``;
+- reduction dims spelled positive (``[1]`` of a 2D tensor) -> negative (``[-1]``);
+- common-subexpression elimination of pure nodes (HF RMSNorm upcasts the same input twice);
+- operands of commutative ``add``/``mul`` ordered: higher rank first, then fewer broadcast (size-1) dims,
+  scalars last; so ``w * x`` and ``x * w`` are one pattern, and ``rsqrt(...)`` comes after ``x``.
+Search functions of our patterns are written in this canonical order.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.fx import Graph, Node
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+_SCALAR_TO_TENSOR = {
+    aten.add.Scalar: aten.add.Tensor,
+    aten.sub.Scalar: aten.sub.Tensor,
+    aten.mul.Scalar: aten.mul.Tensor,
+    aten.div.Scalar: aten.div.Tensor,
+}
+_BINARY = (aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor)
+_COMMUTATIVE = (aten.add.Tensor, aten.mul.Tensor)
+
+#: Ops without side effects whose duplicates can be merged. Random and in-place ops are never here.
+PURE_OPS: set[Any] = {
+    prims.convert_element_type.default, aten.pow.Tensor_Scalar, aten.mean.dim, aten.sum.dim_IntList,
+    aten.rsqrt.default, aten.sqrt.default, aten.reciprocal.default, aten.neg.default, aten.add.Tensor,
+    aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor, aten.view.default, aten.reshape.default,
+    aten.unsqueeze.default, aten.squeeze.dim, aten.slice.Tensor, aten.select.int, aten.expand.default,
+    aten.permute.default, aten.cat.default, aten.cos.default, aten.sin.default, aten.sigmoid.default,
+    aten.clone.default, operator.getitem,
+}
+
+
+def _val(a: Any) -> Any:
+    return a.meta.get("val") if isinstance(a, Node) else a
+
+
+def fake_eval(target: Callable, args: tuple, kwargs: dict | None = None) -> Any:
+    """Run ``target`` on the fake values of ``args`` (for a new node's ``meta["val"]``)."""
+    vals = torch.fx.node.map_aggregate(args, _val)
+    kvals = torch.fx.node.map_aggregate(kwargs or {}, _val)
+    fake = next((v.fake_mode for v in torch.utils._pytree.tree_leaves((vals, kvals))
+                 if hasattr(v, "fake_mode")), None)
+    if fake is None:
+        return None
+    with fake:
+        return target(*vals, **kvals)
+
+
+def insert_call(graph: Graph, before: Node, target: Callable, args: tuple, kwargs: dict | None = None,
+                like: Node | None = None) -> Node:
+    """Insert ``target(*args)`` before ``before`` with a fake ``meta["val"]`` and ``like``'s stack trace."""
+    with graph.inserting_before(before):
+        node = graph.call_function(target, args, kwargs or {})
+    node.meta["val"] = fake_eval(target, args, kwargs)
+    src = like if like is not None else before
+    for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
+        if key in src.meta:
+            node.meta[key] = src.meta[key]
+    return node
+
+
+def _is_float_tensor(a: Any) -> bool:
+    v = _val(a)
+    return isinstance(v, torch.Tensor) and v.is_floating_point()
+
+
+def _static_eq(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # unbacked / data-dependent symbol
+        return False
+
+
+def _operand_key(a: Any) -> tuple[int, int, int]:
+    v = _val(a)
+    if not isinstance(v, torch.Tensor):
+        return (1, 0, 0)
+    ones = sum(1 for s in v.shape if isinstance(s, int) and s == 1)
+    return (0, -v.ndim, ones)
+
+
+def _scalar_to_tensor(graph: Graph, n: Node) -> bool:
+    if n.target in _SCALAR_TO_TENSOR:
+        n.target = _SCALAR_TO_TENSOR[n.target]
+        return True
+    return False
+
+
+def _explicit_promotion(graph: Graph, n: Node) -> bool:
+    if n.target not in _BINARY or len(n.args) != 2 or n.kwargs:
+        return False
+    a, b = n.args
+    if not (_is_float_tensor(a) and _is_float_tensor(b)):
+        return False
+    out = _val(n)
+    if out is None:
+        return False
+    changed = False
+    new_args = list(n.args)
+    for i, arg in enumerate(n.args):
+        if _val(arg).dtype != out.dtype:
+            new_args[i] = insert_call(graph, n, prims.convert_element_type.default, (arg, out.dtype), like=n)
+            changed = True
+    n.args = tuple(new_args)
+    return changed
+
+
+def _square(graph: Graph, n: Node) -> bool:
+    if n.target is aten.mul.Tensor and len(n.args) == 2 and n.args[0] is n.args[1]:
+        n.target, n.args = aten.pow.Tensor_Scalar, (n.args[0], 2)
+        return True
+    return False
+
+
+def _rsqrt(graph: Graph, n: Node) -> bool:
+    # reciprocal(sqrt(b)) / pow(b, -0.5) -> rsqrt(b)
+    if n.target is aten.reciprocal.default and isinstance(n.args[0], Node) \
+            and n.args[0].target is aten.sqrt.default:
+        n.target, n.args = aten.rsqrt.default, (n.args[0].args[0],)
+        return True
+    if n.target is aten.pow.Tensor_Scalar and n.args[1] == -0.5:
+        n.target, n.args = aten.rsqrt.default, (n.args[0],)
+        return True
+    # div(a, sqrt(b)) -> mul(a, rsqrt(b))
+    if n.target is aten.div.Tensor and isinstance(n.args[1], Node) and n.args[1].target is aten.sqrt.default:
+        r = insert_call(graph, n, aten.rsqrt.default, (n.args[1].args[0],), like=n.args[1])
+        n.target, n.args = aten.mul.Tensor, (n.args[0], r)
+        return True
+    return False
+
+
+def _mean(graph: Graph, n: Node) -> bool:
+    # div(sum(p, [d], keepdim), size(d)) -> mean(p, [d], keepdim)
+    if n.target is not aten.div.Tensor or not isinstance(n.args[0], Node):
+        return False
+    s = n.args[0]
+    if s.target is not aten.sum.dim_IntList or len(s.args) < 2 or len(s.args[1]) != 1 or s.kwargs:
+        return False
+    src = _val(s.args[0])
+    if src is None or not _static_eq(n.args[1], src.shape[s.args[1][0]]) or len(s.users) != 1:
+        return False
+    keep = s.args[2] if len(s.args) > 2 else False
+    n.target, n.args = aten.mean.dim, (s.args[0], list(s.args[1]), keep)
+    return True
+
+
+def _negative_dims(graph: Graph, n: Node) -> bool:
+    if n.target not in (aten.mean.dim, aten.sum.dim_IntList) or len(n.args) < 2:
+        return False
+    v = _val(n.args[0])
+    dims = n.args[1]
+    if v is None or not isinstance(dims, (list, tuple)) or not dims:
+        return False
+    new = [d - v.ndim if isinstance(d, int) and d >= 0 else d for d in dims]
+    if new != list(dims):
+        n.args = (n.args[0], new, *n.args[2:])
+        return True
+    return False
+
+
+def _commute(graph: Graph, n: Node) -> bool:
+    if n.target not in _COMMUTATIVE or len(n.args) != 2 or n.kwargs:
+        return False
+    a, b = n.args
+    if _operand_key(b) < _operand_key(a):
+        n.args = (b, a)
+        return True
+    return False
+
+
+#: Local rewrites, applied to every node in order.
+REWRITES: tuple[Callable[[Graph, Node], bool], ...] = (
+    _scalar_to_tensor, _explicit_promotion, _square, _rsqrt, _mean, _negative_dims, _commute,
+)
+
+
+def cse(graph: Graph) -> int:
+    """Merge duplicate pure nodes (same target, args, kwargs); return how many were removed."""
+    seen: dict[Any, Node] = {}
+    removed = 0
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target not in PURE_OPS:
+            continue
+        try:
+            key = (n.target, _hashable(n.args), _hashable(n.kwargs))
+            hash(key)
+        except TypeError:
+            continue
+        if key in seen:
+            n.replace_all_uses_with(seen[key])
+            graph.erase_node(n)
+            removed += 1
+        else:
+            seen[key] = n
+    return removed
+
+
+def _hashable(x: Any) -> Any:
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, tuple(_hashable(i) for i in x))
+    if isinstance(x, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in x.items()))
+    if isinstance(x, (torch.SymInt, torch.SymFloat)):
+        return ("sym", str(x))
+    return x
+
+
+def canonicalize(graph: Graph) -> int:
+    """Apply every rewrite in :data:`REWRITES` to every node, then CSE and dead-code elimination.
+
+    Args:
+        graph: a functional post-grad ATen graph whose nodes carry ``meta["val"]`` fake tensors.
+
+    Returns:
+        The number of changes made.
+    """
+    changes = 0
+    for n in list(graph.nodes):
+        if n.op != "call_function":
+            continue
+        for rewrite in REWRITES:
+            changes += bool(rewrite(graph, n))
+    changes += cse(graph)
+    graph.eliminate_dead_code()
+    return changes

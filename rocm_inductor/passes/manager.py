@@ -1,0 +1,201 @@
+"""The pass manager: our post-grad custom pass (an Inductor ``CustomGraphPass``).
+
+Order: canonicalize -> each enabled rewrite pass -> dead-code elimination. It owns the fail-safe (a pass
+that raises logs a warning and the graph is restored to what Inductor gave us; ``strict=True`` re-raises),
+the report of each graph, the before/after graph dumps that depyf picks up, and the cache ``uuid()``: a
+hash of every pass/op/provider source file, the options, the platform and the provider versions, so that
+Inductor's FX graph cache stays on and stays correct.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import logging
+import pathlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
+from torch.fx import Graph
+
+from .. import report as report_mod
+from ..options import Options
+from ..platform import Choice, PlatformDispatch
+from ..report import GraphReport, Match, NearMiss
+from .canonicalize import canonicalize
+
+log = logging.getLogger("rocm_inductor")
+
+_PKG = pathlib.Path(__file__).resolve().parent.parent
+
+
+@dataclasses.dataclass
+class PassContext:
+    """What a rewrite pass gets besides the graph.
+
+    Attributes:
+        options: the compile's options; report: this graph's report;
+        pending: the provider choice of the match being replaced (set by a pass's ``extra_check``, read
+            by its replacement while it is traced, so the provider name is baked into the graph).
+    """
+
+    options: Options
+    report: GraphReport
+    pending: Choice | None = None
+    _near: dict[str, NearMiss] = dataclasses.field(default_factory=dict)
+    _matched: set[str] = dataclasses.field(default_factory=set)
+
+    def choose(self, op: str, spec: dict[str, Any]) -> Choice:
+        """Provider for ``op`` under the options' forcing, via :class:`PlatformDispatch`."""
+        return PlatformDispatch.choose(op, spec, self.options.provider_for(op))
+
+    def matched(self, anchor: str, m: Match) -> None:
+        """Record a rewrite anchored at node ``anchor`` (drops any earlier near-miss of that anchor)."""
+        self._matched.add(anchor)
+        self._near.pop(anchor, None)
+        self.report.matches.append(m)
+
+    def near_miss(self, anchor: str, miss: NearMiss, overwrite: bool = True) -> None:
+        """Record a near-miss at node ``anchor``; a later match of the same anchor supersedes it.
+
+        ``overwrite=False`` keeps an earlier, more specific reason for the same anchor.
+        """
+        if anchor in self._matched or (not overwrite and anchor in self._near):
+            return
+        self._near[anchor] = miss
+
+    def flush(self) -> None:
+        """Move the surviving near-misses into the report (end of each pass)."""
+        self.report.near_misses.extend(self._near.values())
+        self._near.clear()
+
+
+_CURRENT: list[PassContext] = []
+
+
+def current_context() -> PassContext:
+    """The context of the pass now running (for pattern ``extra_check`` / replacement functions).
+
+    Raises:
+        RuntimeError: called outside a pass.
+    """
+    if not _CURRENT:
+        raise RuntimeError("rocm_fused: no pass is running")
+    return _CURRENT[-1]
+
+
+@contextlib.contextmanager
+def _active(ctx: PassContext) -> Iterator[None]:
+    _CURRENT.append(ctx)
+    try:
+        yield
+    finally:
+        _CURRENT.pop()
+
+
+def _snapshot(graph: Graph) -> Graph:
+    snap = Graph()
+    out = snap.graph_copy(graph, {})
+    snap.output(out)
+    return snap
+
+
+def _restore(graph: Graph, snap: Graph) -> None:
+    for n in reversed(list(graph.nodes)):
+        graph.erase_node(n)
+    out = graph.graph_copy(snap, {})
+    graph.output(out)
+
+
+def _dump(graph: Graph, title: str) -> None:
+    """Emit the graph through ``lazy_format_graph_code`` (depyf hooks it to write the dump files)."""
+    gm = graph.owning_module
+    if gm is None:
+        return
+    try:
+        from torch._dynamo import utils as dynamo_utils
+
+        gm.recompile()
+        text = dynamo_utils.lazy_format_graph_code(title, gm, colored=False)
+        log.debug("%s", text)
+    except Exception as e:  # inspection must never break a compile
+        log.debug("rocm_fused: graph dump %r failed: %s", title, e)
+
+
+class PassManager(CustomGraphPass):
+    """Runs our passes on each post-grad graph (see module docstring).
+
+    Args:
+        options: validated :class:`Options`.
+        passes: the rewrite passes to consider (default: every registered pass).
+    """
+
+    def __init__(self, options: Options, passes: list[Any] | None = None) -> None:
+        from . import all_passes
+
+        self.options = options
+        self.passes = list(all_passes() if passes is None else passes)
+
+    def enabled(self, plat_kind: str) -> tuple[list[Any], dict[str, str]]:
+        """The passes that run on platform ``plat_kind`` and, for the others, why not."""
+        from ..policy import PASS_DEFAULTS
+
+        run, skipped = [], {}
+        for p in self.passes:
+            user = self.options.pass_enabled(p.name)
+            forced = any(self.options.provider_for(op) for op in p.ops)
+            if user is False:
+                skipped[p.name] = "disabled by options"
+            elif user or forced or PASS_DEFAULTS.get(plat_kind, {}).get(p.name, False):
+                run.append(p)
+            else:
+                skipped[p.name] = (f"off on {plat_kind} by default (enable with options={{'passes': "
+                                   f"{{'{p.name}': True}}}} or force a provider)")
+        return run, skipped
+
+    def __call__(self, graph: Graph) -> None:
+        plat = PlatformDispatch.platform()
+        rep = report_mod.new_graph_report(str(plat))
+        run, rep.passes_skipped = self.enabled(plat.kind)
+        if self.options.level == 0 or not run:
+            if self.options.level == 0:
+                rep.passes_skipped = {p.name: "level 0" for p in self.passes}
+            report_mod.emit(rep)
+            return
+        ctx = PassContext(self.options, rep)
+        snap = _snapshot(graph)
+        try:
+            with _active(ctx):
+                canonicalize(graph)
+                for p in run:
+                    _dump(graph, f"rocm_fused before {p.name}")
+                    p(graph, ctx)
+                    ctx.flush()
+                    rep.passes_run.append(p.name)
+                    _dump(graph, f"rocm_fused after {p.name}")
+                graph.eliminate_dead_code()
+                graph.lint()
+        except Exception as e:
+            if self.options.strict:
+                raise
+            _restore(graph, snap)
+            rep.error = f"{type(e).__name__}: {e}"
+            rep.matches.clear()
+            log.warning("rocm_fused: a pass failed, compiling this graph without our rewrites: %s",
+                        rep.error, exc_info=log.isEnabledFor(logging.DEBUG))
+        report_mod.emit(rep)
+
+    def uuid(self) -> str:
+        """Hash of sources, options, platform and provider versions (Inductor's FX graph cache key)."""
+        h = hashlib.sha256()
+        for path in sorted(_PKG.rglob("*.py")):
+            h.update(str(path.relative_to(_PKG)).encode())
+            h.update(path.read_bytes())
+        h.update(self.options.key().encode())
+        h.update(str(PlatformDispatch.platform()).encode())
+        h.update(repr(sorted(PlatformDispatch.versions().items())).encode())
+        h.update(torch.__version__.encode())
+        return h.hexdigest()

@@ -1,0 +1,233 @@
+"""RMSNorm and residual-add + RMSNorm -> ``rocm_fused::rms_norm`` / ``rocm_fused::fused_add_rms_norm``.
+
+Covers (after ``canonicalize``), in any float dtype, any eps, any leading shape (per-head q/k norms too):
+- HF Llama family: up -> pow(2).mean(-1) -> * rsqrt(var + eps) -> down -> weight * x      (``w_after_down``)
+- weight multiplied in float32, cast last (OLMo2, GPT-OSS, ``F.rms_norm``/``nn.RMSNorm``)   (``w_before_down``)
+- Meta / gpt-fast ``mean(x * x)``, T5's un-cast ``x * rsqrt`` (canonicalized to the above)
+- Gemma / Qwen3-Next ``* (1.0 + weight.float())``                                            (``gemma``)
+- weightless ``_norm(x.float()).type_as(x)``                                                  (``none``)
+- each of these preceded by a residual add whose sum is also used (HF pre-norm, functional, sandwich)
+Deliberately left alone: LayerNorm (mean subtracted: reported), norms whose weight is not (H,), whose
+output dtype differs from the input's (an fp32 weight promoting the result), whose eps is a tensor, and
+scaled residuals (Granite's ``residual + h * m`` becomes a plain norm of the sum). Training graphs keep
+intermediates for backward, so nothing matches there (reported as a near-miss).
+
+   x ──► up ──► pow2 ─► mean ─► +eps ─► rsqrt ─┐                x ─┐
+         └──────────────────────────────────── * ─► down ─► *w     ├─► rocm_fused::rms_norm(x, w, eps)
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any
+
+import torch
+from torch._inductor.pattern_matcher import Match, PatternMatcherPass, fwd_only, register_replacement
+from torch.fx import Graph, Node
+
+from ..ops.rms_norm import norm_spec
+from ..report import Match as MatchRecord
+from ..report import NearMiss, describe, location_of
+from .manager import PassContext, current_context
+
+aten = torch.ops.aten
+
+#: Weight forms: name -> (takes a weight, offset added to the weight).
+FORMS: dict[str, tuple[bool, float]] = {
+    "w_after_down": (True, 0.0),
+    "w_before_down": (True, 0.0),
+    "gemma": (True, 1.0),
+    "none": (False, 0.0),
+}
+
+#: (input dtype, weight dtype) pairs the patterns are traced with. Dtypes are wildcards in the first
+#: match; these only decide which casts exist in the pattern (fp32 graphs have none).
+EXAMPLE_DTYPES = ((torch.bfloat16, torch.bfloat16), (torch.bfloat16, torch.float32),
+                  (torch.float32, torch.float32))
+
+_EPS = 1e-6  # placeholder traced into the pattern; scalar_workaround turns it into a wildcard
+
+
+def _mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a * b`` with type promotion spelled out, as ``canonicalize`` leaves it."""
+    dt = torch.promote_types(a.dtype, b.dtype)
+    return a.to(dt) * b.to(dt)
+
+
+def _normed(x: torch.Tensor, eps: float) -> torch.Tensor:
+    xf = x.to(torch.float32)
+    return xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def _apply_form(form: str, x: torch.Tensor, w: torch.Tensor | None, eps: float) -> torch.Tensor:
+    n = _normed(x, eps)
+    if form == "none":
+        return n.to(x.dtype)
+    if form == "w_after_down":
+        return _mul(n.to(x.dtype), w)
+    if form == "w_before_down":
+        return _mul(n, w).to(x.dtype)
+    if form == "gemma":
+        return (n * (w.to(torch.float32) + 1.0)).to(x.dtype)
+    raise ValueError(form)
+
+
+def _make_pair(form: str, residual: bool):
+    """Search and replacement functions for one row of the family table."""
+    has_w, offset = FORMS[form]
+    op = "fused_add_rms_norm" if residual else "rms_norm"
+
+    def provider() -> str:
+        choice = current_context().pending
+        assert choice is not None and choice.provider is not None
+        return choice.provider
+
+    if residual and has_w:
+        def search(x, r, w, eps):
+            s = x + r
+            return _apply_form(form, s, w, eps), s
+
+        def replace(x, r, w, eps):
+            y, s = torch.ops.rocm_fused.fused_add_rms_norm(x, r, w, eps, offset, provider())
+            return y, s
+    elif residual:
+        def search(x, r, eps):
+            s = x + r
+            return _apply_form(form, s, None, eps), s
+
+        def replace(x, r, eps):
+            y, s = torch.ops.rocm_fused.fused_add_rms_norm(x, r, None, eps, offset, provider())
+            return y, s
+    elif has_w:
+        def search(x, w, eps):
+            return _apply_form(form, x, w, eps)
+
+        def replace(x, w, eps):
+            return torch.ops.rocm_fused.rms_norm(x, w, eps, offset, provider())
+    else:
+        def search(x, eps):
+            return _apply_form(form, x, None, eps)
+
+        def replace(x, eps):
+            return torch.ops.rocm_fused.rms_norm(x, None, eps, offset, provider())
+    return op, offset, search, replace
+
+
+def _rsqrt_of(nodes: list[Node]) -> Node | None:
+    return next((n for n in nodes if n.target is aten.rsqrt.default), None)
+
+
+def _is_mean_subtracted(x: Node) -> bool:
+    """True for ``a - mean(a, -1, keepdim)`` (LayerNorm's centring), possibly behind a cast."""
+    if x.target is torch.ops.prims.convert_element_type.default and isinstance(x.args[0], Node):
+        x = x.args[0]
+    if x.target is not aten.sub.Tensor or not isinstance(x.args[1], Node):
+        return False
+    m = x.args[1]
+    while m.target is torch.ops.prims.convert_element_type.default and isinstance(m.args[0], Node):
+        m = m.args[0]
+    return m.target is aten.mean.dim
+
+
+def _check(op: str, offset: float, residual: bool):
+    """``extra_check`` of one pattern: validate the match, choose the provider, record the outcome."""
+
+    def extra_check(match: Match) -> bool:
+        ctx = current_context()
+        kw = match.kwargs
+        x_node, w_node, eps = kw["x"], kw.get("w"), kw["eps"]
+        anchor_node = _rsqrt_of(match.nodes) or match.output_nodes()[0]
+        anchor, where = anchor_node.name, location_of(anchor_node)
+        what = "residual add + RMSNorm" if residual else "RMSNorm"
+
+        def miss(reason: str) -> bool:
+            ctx.near_miss(anchor, NearMiss("rms_norm", what, reason, where))
+            return False
+
+        x = x_node.meta.get("val")
+        w = w_node.meta.get("val") if isinstance(w_node, Node) else None
+        out = match.output_nodes()[0].meta.get("val")
+        if residual:
+            r = kw["r"].meta.get("val")
+            if r is None or x is None or r.dtype != x.dtype or tuple(r.shape) != tuple(x.shape):
+                return False  # not a residual add (broadcast / mixed dtype): the plain-norm pattern decides
+        if _is_mean_subtracted(x_node):
+            return miss("LayerNorm (mean subtracted), not RMSNorm: left to Inductor")
+        if isinstance(eps, Node) or not isinstance(eps, (int, float)):
+            return miss("eps is a tensor, not a compile-time constant: left to Inductor")
+        if x is None or not x.is_floating_point():
+            return miss("input is not a floating-point tensor")
+        if w is not None and (w.ndim != 1 or not _same(w.shape[0], x.shape[-1])):
+            return miss(f"weight shape {tuple(w.shape)} is not (hidden,) = ({x.shape[-1]},)")
+        if out is None or out.dtype != x.dtype:
+            return miss(f"output dtype {_n(out)} differs from input {_n(x)} (weight promotes the result); "
+                        "cast the weight to the model dtype to match")
+        spec = norm_spec(x, w, offset, residual)
+        choice = ctx.choose(op, spec)
+        if choice.provider is None:
+            return miss(choice.why_not)
+        ctx.pending = choice
+        shape, dtype = describe(x)
+        ctx.matched(anchor, MatchRecord("rms_norm", op, choice.provider, shape, dtype, where))
+        return True
+
+    return extra_check
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def _n(v: Any) -> str:
+    return str(getattr(v, "dtype", v)).replace("torch.", "")
+
+
+@functools.lru_cache(maxsize=1)
+def patterns() -> PatternMatcherPass:
+    """The generated pattern family (registered once per process; fused forms first so they win)."""
+    pm = PatternMatcherPass(pass_name="rocm_fused_rms_norm")
+    extra = {"skip_duplicates": True} if "skip_duplicates" in inspect.signature(
+        register_replacement).parameters else {}
+    for residual in (True, False):
+        for form, (has_w, _) in FORMS.items():
+            op, offset, search, replace = _make_pair(form, residual)
+            for xdt, wdt in EXAMPLE_DTYPES:
+                if not has_w and wdt != xdt:
+                    continue
+                x = torch.empty(2, 8, dtype=xdt)
+                args = [x] + ([torch.empty(2, 8, dtype=xdt)] if residual else []) \
+                    + ([torch.empty(8, dtype=wdt)] if has_w else []) + [_EPS]
+                register_replacement(search, replace, args, fwd_only, [pm],
+                                     extra_check=_check(op, offset, residual),
+                                     scalar_workaround={"eps": _EPS}, **extra)
+    return pm
+
+
+def _leftovers(graph: Graph, ctx: PassContext) -> None:
+    """Report RMSNorm-shaped subgraphs (rsqrt(mean(x^2) + eps)) that no pattern rewrote."""
+    for n in graph.find_nodes(op="call_function", target=aten.rsqrt.default):
+        a = n.args[0]
+        m = a.args[0] if isinstance(a, Node) and a.target is aten.add.Tensor else None
+        if not (isinstance(m, Node) and m.target is aten.mean.dim and isinstance(m.args[0], Node)
+                and m.args[0].target is aten.pow.Tensor_Scalar and m.args[0].args[1] == 2):
+            continue
+        ctx.near_miss(n.name, NearMiss(
+            "rms_norm", "RMSNorm", "not rewritten: an intermediate is used elsewhere (training graph: "
+            "backward keeps it; or the model reads the variance), or the weight step is a spelling we "
+            "do not know", location_of(n)), overwrite=False)
+
+
+class RMSNormPass:
+    """The RMSNorm family pass (see module docstring)."""
+
+    name = "rms_norm"
+    ops = ("rms_norm", "fused_add_rms_norm")
+
+    def __call__(self, graph: Graph, ctx: PassContext) -> None:
+        patterns().apply(graph)
+        graph.eliminate_dead_code()
+        _leftovers(graph, ctx)

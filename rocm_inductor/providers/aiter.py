@@ -1,0 +1,62 @@
+"""AITER norm kernels on ROCm (pip ``amd-aiter`` from AMD's index; imports as ``aiter``).
+
+Never a default for norms: ``rmsnorm2d_fwd_with_add`` truncates bf16 stores of residual_out toward zero on
+gfx942 (ROCm/aiter#5151; a residual shrank ~9% over 64 layers) and ``rms_norm`` corrupted rows for odd
+hidden sizes (ROCm/aiter#5044). Used only when a user forces ``provider="aiter"``. The positional order of
+``rmsnorm2d_fwd_with_add`` changed between releases, so everything after ``weight`` goes by keyword.
+Verified on CPU stand-ins only (no AMD GPU here).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from . import Provider
+from ._norm_limits import HALF_DTYPES, _n
+
+
+class AiterProvider(Provider):
+    """RMSNorm / fused_add_rms_norm through AITER (ROCm)."""
+
+    name = "aiter"
+    library = "aiter"
+    ops = frozenset({"rms_norm", "fused_add_rms_norm"})
+
+    def platform_ok(self, platform: Any) -> str | None:
+        if platform.kind != "rocm":
+            return f"{self.name} runs on ROCm only (platform is {platform.kind})"
+        return None
+
+    def check(self, op: str, spec: dict[str, Any]) -> str | None:
+        reason = super().check(op, spec)
+        if reason is not None:
+            return reason
+        dt, wdt, hidden = spec["dtype"], spec.get("weight_dtype"), spec.get("hidden")
+        if dt not in HALF_DTYPES:
+            return f"aiter norm kernels take float16/bfloat16 only, input is {_n(dt)}"
+        if wdt != dt:
+            return f"weight is {_n(wdt)}, input {_n(dt)}; aiter needs equal dtypes"
+        if spec.get("offset", 0.0) != 0.0:
+            return "aiter has no Gemma (1 + weight) norm in the documented API"
+        if not isinstance(hidden, int) or hidden % 8:
+            return f"hidden size {hidden} is not a static multiple of 8 (ROCm/aiter#5044 corrupted rows)"
+        return None
+
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float) -> torch.Tensor:
+        """(..., H) -> (..., H) via ``aiter.rms_norm`` on a 2D view."""
+        x2 = x.reshape(-1, x.shape[-1]).contiguous()
+        if x2.numel() == 0:
+            return torch.empty_like(x2).view(x.shape)
+        return self.lib().rms_norm(x2, weight, eps).view(x.shape)
+
+    def fused_add_rms_norm(self, x, residual, weight, eps, offset):
+        """``rmsnorm2d_fwd_with_add`` writes ``out`` and ``residual_out``; inputs are left alone."""
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1]).contiguous()
+        r2 = residual.reshape(-1, shape[-1]).contiguous()
+        out, res_out = torch.empty_like(x2), torch.empty_like(r2)
+        if x2.numel():
+            self.lib().rmsnorm2d_fwd_with_add(out, x2, r2, res_out, weight, epsilon=eps)
+        return out.view(shape), res_out.view(shape)

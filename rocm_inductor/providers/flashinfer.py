@@ -1,0 +1,63 @@
+"""FlashInfer norm kernels on NVIDIA (pip ``flashinfer-python``).
+
+Library limits (KERNELS.md, flashinfer 0.5.3-0.6.x): ``flashinfer.norm.rmsnorm(input, weight, eps)`` and
+``gemma_rmsnorm`` take fp16/bf16 2D (or 3D per-head) input with a contiguous last dim; the weight is
+reinterpreted as the input dtype. ``fused_add_rmsnorm(input, residual, weight, eps)`` (and the gemma form)
+mutates both arguments: residual <- input + residual, input <- norm(sum) * weight; 2D only. FlashInfer's
+functions are not torch ops, so they are only ever called from inside our custom ops.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from . import Provider
+from ._norm_limits import check_half_same_dtype_weight
+
+
+class FlashInferProvider(Provider):
+    """RMSNorm / fused_add_rms_norm through FlashInfer (NVIDIA CUDA)."""
+
+    name = "flashinfer"
+    library = "flashinfer"
+    ops = frozenset({"rms_norm", "fused_add_rms_norm"})
+    label = "FlashInfer"
+
+    def platform_ok(self, platform: Any) -> str | None:
+        if platform.kind != "cuda":
+            return f"{self.name} runs on NVIDIA CUDA only (platform is {platform.kind})"
+        return None
+
+    def check(self, op: str, spec: dict[str, Any]) -> str | None:
+        reason = super().check(op, spec)
+        if reason is None and op in ("rms_norm", "fused_add_rms_norm"):
+            reason = check_half_same_dtype_weight(self.label, spec)
+        return reason
+
+    def _norm_fns(self, offset: float):
+        norm = self.lib().norm
+        if offset == 0.0:
+            return norm.rmsnorm, norm.fused_add_rmsnorm
+        if offset == 1.0:
+            return norm.gemma_rmsnorm, norm.gemma_fused_add_rmsnorm
+        raise ValueError(f"{self.name}: weight offset {offset} not supported (0.0 or 1.0)")
+
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float) -> torch.Tensor:
+        """(..., H) fp16/bf16 -> (..., H) contiguous; flattened to 2D for the kernel."""
+        fn, _ = self._norm_fns(offset)
+        x2 = x.reshape(-1, x.shape[-1])
+        if x2.numel() == 0:
+            return torch.empty_like(x2).view(x.shape)
+        return fn(x2.contiguous(), weight, eps).view(x.shape)
+
+    def fused_add_rms_norm(self, x, residual, weight, eps, offset):
+        """Functional wrapper of the in-place kernel: works on fresh 2D copies, returns ``(y, x + residual)``."""
+        _, fn = self._norm_fns(offset)
+        shape = x.shape
+        y = x.reshape(-1, shape[-1]).clone(memory_format=torch.contiguous_format)
+        s = residual.reshape(-1, shape[-1]).clone(memory_format=torch.contiguous_format)
+        if y.numel():
+            fn(y, s, weight, eps)
+        return y.view(shape), s.view(shape)

@@ -1,0 +1,49 @@
+"""Our portable Triton kernels (NVIDIA, ROCm, and CPU under ``TRITON_INTERPRET=1``).
+
+Kernel modules are imported lazily so that importing ``rocm_inductor`` never imports Triton.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+from .. import Provider
+
+
+def interpreting() -> bool:
+    """True when Triton's interpreter runs kernels on CPU tensors (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+class TritonProvider(Provider):
+    """Our Triton kernels; the portable fallback on every GPU platform."""
+
+    name = "triton"
+    library = "triton"
+    ops = frozenset({"rms_norm", "fused_add_rms_norm"})
+
+    def platform_ok(self, platform: Any) -> str | None:
+        if platform.kind == "cpu" and not interpreting():
+            return "Triton needs a GPU (or TRITON_INTERPRET=1 on CPU)"
+        return None
+
+    def kernels(self, name: str):
+        """The kernel module ``rocm_inductor.providers.triton.<name>`` (imported on first use)."""
+        self.lib()
+        return importlib.import_module(f"{__name__}.{name}")
+
+    def check(self, op: str, spec: dict[str, Any]) -> str | None:
+        reason = super().check(op, spec)
+        if reason is None and op in ("rms_norm", "fused_add_rms_norm"):
+            reason = self.kernels("rms_norm").check(spec)
+        return reason
+
+    def rms_norm(self, x, weight, eps, offset):
+        """See ``rocm_inductor.providers.triton.rms_norm.rms_norm``."""
+        return self.kernels("rms_norm").rms_norm(x, weight, eps, offset)
+
+    def fused_add_rms_norm(self, x, residual, weight, eps, offset):
+        """See ``rocm_inductor.providers.triton.rms_norm.fused_add_rms_norm``."""
+        return self.kernels("rms_norm").fused_add_rms_norm(x, residual, weight, eps, offset)

@@ -1,0 +1,243 @@
+"""Triton RMSNorm and residual-add + RMSNorm kernels (NVIDIA, ROCm, and CPU under ``TRITON_INTERPRET=1``).
+
+Math: exactly :func:`rocm_inductor.providers.reference.rms_norm_ref` /
+:func:`~rocm_inductor.providers.reference.fused_add_rms_norm_ref` (RMSNorm, Zhang & Sennrich 2019,
+arXiv:1910.07467): load, accumulate in float32, ``y = x * rsqrt(mean(x**2) + eps) * (w + offset)``, one
+rounding at the store. Kernel layout after Liger-Kernel's ``ops/rms_norm.py`` (one row per program, the
+whole row in registers, block size = next power of two of H), with a few rows per program for small H.
+
+Rounding. Every store rounds to nearest, ties to even (RTNE), never toward zero (AITER's truncating bf16
+store shrank a residual 9% over 64 layers, DESIGN.md). Triton's ``x.to(tl.bfloat16)`` is RTNE when
+compiled (``semantic.cast`` defaults ``fp_downcast_rounding`` to RTNE, lowered to ``arith.truncf``), but
+Triton's interpreter (checked in triton 3.9.0, ``runtime/interpreter.py::cast_impl``) *truncates*
+float32 -> bfloat16, even with ``fp_downcast_rounding="rtne"``. So bfloat16 stores go through
+:func:`_round_bf16`, an explicit integer RTNE (the same bit trick as c10's ``round_to_nearest_even``) that
+gives the same bits on every backend and lets the CPU tests check the rounding the GPU does. float16 stores
+use ``.to(tl.float16)``: RTNE both compiled and interpreted (numpy ``astype``).
+
+Limits (what :func:`check` refuses): input dtype not fp16/bf16/fp32; weight dtype not fp16/bf16/fp32/fp64
+(fp8 weights are not loaded portably); hidden size symbolic, < 1 or > :data:`MAX_HIDDEN` (the row must fit
+one program's registers).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+#: Input (and output) dtypes the kernels take.
+INPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+#: Weight dtypes: loaded and upcast to float32 in the kernel.
+WEIGHT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+#: Largest hidden size: one program holds a whole row (65536 fp32 = 64 values per lane at 16 warps x 64
+#: lanes on ROCm). Liger-Kernel and Unsloth use the same bound (``MAX_FUSED_SIZE``). Not measured here.
+MAX_HIDDEN = 65536
+#: Upper bound on warps per program: 16 x 64-wide ROCm wavefronts = 1024 threads, the launch limit
+#: (KERNELS.md "Triton on AMD"); on NVIDIA 16 x 32 = 512 threads, also fine.
+MAX_WARPS = 16
+#: Elements per program for small H: rows are packed until a tile holds this many (or :data:`MAX_ROWS`).
+_TILE_TARGET = 1024
+MAX_ROWS = 16
+
+
+def _name(dtype: Any) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def check(spec: dict[str, Any]) -> str | None:
+    """Compile-time limits of these kernels.
+
+    Args:
+        spec: keys ``dtype`` (input torch dtype), ``weight_dtype`` (torch dtype or ``None`` if weightless),
+            ``hidden`` (int, or ``None`` when symbolic), ``offset`` (float), ``fused_add`` (bool), ``ndim``.
+
+    Returns:
+        ``None`` if the kernels take it, else the reason in plain words.
+    """
+    dt, wdt, hidden = spec.get("dtype"), spec.get("weight_dtype"), spec.get("hidden")
+    if dt not in INPUT_DTYPES:
+        return f"triton rms_norm takes float16/bfloat16/float32 input, input is {_name(dt)}"
+    if wdt is not None and wdt not in WEIGHT_DTYPES:
+        return f"triton rms_norm takes a float16/bfloat16/float32/float64 weight, weight is {_name(wdt)}"
+    if hidden is None or isinstance(hidden, bool) or not isinstance(hidden, int):
+        return "hidden size is symbolic; triton rms_norm picks its block size from a static hidden size"
+    if hidden < 1:
+        return f"hidden size {hidden} is empty"
+    if hidden > MAX_HIDDEN:
+        return f"hidden size {hidden} > {MAX_HIDDEN}: one row no longer fits one program's registers"
+    if spec.get("ndim", 1) < 1:
+        return "input is a scalar; RMSNorm needs at least one dim"
+    return None
+
+
+def launch_config(hidden: int) -> tuple[int, int, int]:
+    """Block size, rows per program and warps, a pure function of ``hidden``.
+
+    Rule: ``BLOCK_N = next_pow2(hidden)``; ``ROWS = clamp(1024 // BLOCK_N, 1, 16)`` so a small-H tile holds
+    about 1024 elements (per-head q/k norms, H = 64..256, would otherwise leave most lanes idle); warps by
+    tile size ``T = ROWS * BLOCK_N`` as in Liger-Kernel / Unsloth ``calculate_settings`` (4 below 2048, 8
+    below 8192, else 16), whose 32-warp step is capped at :data:`MAX_WARPS` = 16 so that
+    ``num_warps * 64 <= 1024`` always holds on ROCm. The row packing is not yet measured on a GPU.
+
+    Args:
+        hidden: H, 1 <= H <= :data:`MAX_HIDDEN`.
+
+    Returns:
+        ``(BLOCK_N, ROWS, num_warps)``, all powers of two.
+
+    Raises:
+        ValueError: H out of range.
+    """
+    if not 1 <= hidden <= MAX_HIDDEN:
+        raise ValueError(f"hidden size {hidden} outside [1, {MAX_HIDDEN}]")
+    block_n = triton.next_power_of_2(hidden)
+    rows = max(1, min(MAX_ROWS, _TILE_TARGET // block_n))
+    tile = rows * block_n
+    num_warps = 4 if tile < 2048 else 8 if tile < 8192 else MAX_WARPS
+    return block_n, rows, num_warps
+
+
+@triton.jit
+def _round_bf16(v):
+    """float32 -> bfloat16, round to nearest, ties to even, by integer arithmetic (NaN stays NaN).
+
+    Adding 0x7FFF plus the lowest kept bit then dropping the low 16 bits is RTNE (c10 ``round_to_nearest_even``);
+    a NaN whose payload would carry into the sign is replaced by the canonical quiet NaN first.
+    """
+    bits = v.to(tl.uint32, bitcast=True)
+    bits = bits + (((bits >> 16) & 1) + 0x7FFF)
+    bits = tl.where(v != v, 0x7FC00000, bits)
+    return (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+
+
+@triton.jit
+def _round_to(v, DTYPE: tl.constexpr):
+    """float32 ``v`` rounded once (RTNE) to ``DTYPE`` (bfloat16, float16 or float32)."""
+    if DTYPE == tl.bfloat16:
+        return _round_bf16(v)
+    else:
+        return v.to(DTYPE)
+
+
+@triton.jit
+def _rms_norm_kernel(
+    X, R, W, Y, S,  # input, residual, weight, out (contiguous), sum out (contiguous)
+    stride_x, stride_r,  # row strides of X and R, in elements (columns are unit stride)
+    M, H, eps, offset,
+    HAS_WEIGHT: tl.constexpr, FUSED_ADD: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr,
+):
+    """ROWS rows of H per program: [s = x + r (stored, rounded);] y = x * rsqrt(mean(x^2) + eps) * (w + off)."""
+    # int64 row index: M * H may exceed 2**31 elements.
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_N)
+    mask = (rows < M)[:, None] & (cols < H)[None, :]
+    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    out_ptrs = rows[:, None] * H + cols[None, :]
+    if FUSED_ADD:
+        r = tl.load(R + rows[:, None] * stride_r + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        # The sum is rounded to the model dtype (as eager adds in that dtype) and the norm reads it back.
+        s = _round_to(x + r, S.dtype.element_ty)
+        tl.store(S + out_ptrs, s, mask=mask)
+        x = s.to(tl.float32)
+    rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / H + eps)
+    y = x * rstd[:, None]
+    if HAS_WEIGHT:
+        w = tl.load(W + cols, mask=cols < H, other=0.0).to(tl.float32)
+        y = y * (w + offset)[None, :]
+    tl.store(Y + out_ptrs, _round_to(y, Y.dtype.element_ty), mask=mask)
+
+
+def _rows(t: torch.Tensor, hidden: int) -> torch.Tensor:
+    """(..., H) -> (M, H) with unit column stride; a view (any row stride) when possible, else a copy."""
+    t2 = t.reshape(-1, hidden)
+    if hidden > 1 and t2.stride(1) != 1:
+        t2 = t2.contiguous()
+    return t2
+
+
+def _validate(x: torch.Tensor, weight: torch.Tensor | None) -> None:
+    spec = {"dtype": x.dtype, "weight_dtype": None if weight is None else weight.dtype,
+            "hidden": x.shape[-1] if x.dim() else None, "ndim": x.dim()}
+    reason = check(spec)
+    if reason is not None:
+        raise ValueError(reason)
+    if weight is not None:
+        if tuple(weight.shape) != (x.shape[-1],):
+            raise ValueError(f"weight shape {tuple(weight.shape)} != ({x.shape[-1]},)")
+        if weight.device != x.device:
+            raise ValueError(f"weight on {weight.device}, input on {x.device}")
+
+
+def _launch(x2, r2, weight, y, s, eps, offset, fused_add):
+    m, hidden = x2.shape
+    block_n, rows, num_warps = launch_config(hidden)
+    w = x2 if weight is None else weight.contiguous()  # dummy pointer when weightless (never read)
+    grid = (triton.cdiv(m, rows),)
+    args = (x2, r2, w, y, s, x2.stride(0), r2.stride(0), m, hidden, float(eps), float(offset))
+    kw = dict(HAS_WEIGHT=weight is not None, FUSED_ADD=fused_add, BLOCK_N=block_n, ROWS=rows,
+              num_warps=num_warps)
+    if x2.is_cuda and x2.device.index != torch.cuda.current_device():
+        with torch.cuda.device(x2.device):  # Triton launches on the current device
+            _rms_norm_kernel[grid](*args, **kw)
+    else:
+        _rms_norm_kernel[grid](*args, **kw)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float, offset: float) -> torch.Tensor:
+    """RMSNorm over the last dim; see :func:`rocm_inductor.providers.reference.rms_norm_ref`.
+
+    Args:
+        x: (..., H) float16/bfloat16/float32, any strides (a non-unit row stride is read in place; a
+            non-unit last-dim stride, or batch dims that don't flatten, cost one copy).
+        weight: (H,) float16/bfloat16/float32/float64, or ``None`` (weightless).
+        eps: added to the mean square (float).
+        offset: added to the weight in float32 (1.0 for Gemma's ``1 + w``).
+
+    Returns:
+        (..., H) contiguous tensor of ``x.dtype``, rounded once, to nearest even.
+
+    Raises:
+        ValueError: a dtype or hidden size :func:`check` refuses, or a weight of the wrong shape/device.
+    """
+    _validate(x, weight)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if x.numel() == 0:
+        return y
+    x2 = _rows(x, x.shape[-1])
+    _launch(x2, x2, weight, y, y, eps, offset, fused_add=False)
+    return y
+
+
+def fused_add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float, offset: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Residual add then RMSNorm; see :func:`rocm_inductor.providers.reference.fused_add_rms_norm_ref`.
+
+    ``s = x + residual`` (float32 add, rounded to nearest even to ``x.dtype``, stored),
+    ``y = rms_norm(s, weight, eps, offset)`` computed from the *rounded* ``s``. Functional: ``x`` and
+    ``residual`` are not written.
+
+    Args:
+        x, residual: (..., H) of one dtype (float16/bfloat16/float32) and shape, any strides.
+        weight, eps, offset: as in :func:`rms_norm`.
+
+    Returns:
+        ``(y, s)``: fresh contiguous (..., H) tensors of ``x.dtype``.
+
+    Raises:
+        ValueError: as :func:`rms_norm`, or ``residual`` of another shape, dtype or device.
+    """
+    _validate(x, weight)
+    if residual.shape != x.shape or residual.dtype != x.dtype or residual.device != x.device:
+        raise ValueError(f"residual {tuple(residual.shape)} {_name(residual.dtype)} on {residual.device} "
+                         f"!= input {tuple(x.shape)} {_name(x.dtype)} on {x.device}")
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    s = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if x.numel() == 0:
+        return y, s
+    x2, r2 = _rows(x, x.shape[-1]), _rows(residual, x.shape[-1])
+    _launch(x2, r2, weight, y, s, eps, offset, fused_add=True)
+    return y, s

@@ -1,0 +1,208 @@
+"""The match report: what each compiled graph's passes rewrote, with which provider, and what they did not.
+
+Every graph the pass manager sees gets one :class:`GraphReport`; the process keeps them in order
+(:func:`reports`, :func:`last_report`, :func:`clear_reports`). After each graph one summary line goes to
+the ``rocm_fused`` log (INFO; ``TORCH_LOGS="+rocm_fused"`` shows per-match DEBUG lines too).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+from collections import Counter
+from typing import Any
+
+import torch
+
+log = logging.getLogger("rocm_inductor")
+
+
+def _register_log() -> None:
+    """Make ``TORCH_LOGS="rocm_fused"`` / ``"+rocm_fused"`` control our logger like Inductor's."""
+    try:
+        from torch._logging import _internal as tl
+
+        if "rocm_fused" not in tl.log_registry.log_alias_to_log_qnames:
+            tl.register_log("rocm_fused", "rocm_inductor")
+            tl._init_logs()  # re-read TORCH_LOGS now that the name exists
+    except Exception:  # private API moved: logging still works through the std logging module
+        pass
+
+
+_register_log()
+
+
+@dataclasses.dataclass
+class Match:
+    """One rewrite.
+
+    Attributes:
+        pass_name: the pass (``"rms_norm"``); op: the custom op (``"fused_add_rms_norm"``);
+        provider: the provider baked in; shape/dtype: of the op's main input; location: ``file.py:line``
+        of the user's code when the node's stack trace has it.
+    """
+
+    pass_name: str
+    op: str
+    provider: str
+    shape: str = ""
+    dtype: str = ""
+    location: str = ""
+
+
+@dataclasses.dataclass
+class NearMiss:
+    """A candidate a pass saw but did not rewrite.
+
+    Attributes:
+        pass_name: the pass; what: what was found (``"RMSNorm"``); reason: which check failed, in plain
+        words (what would make it match); location: ``file.py:line`` when known.
+    """
+
+    pass_name: str
+    what: str
+    reason: str
+    location: str = ""
+
+
+@dataclasses.dataclass
+class GraphReport:
+    """What our passes did to one post-grad graph.
+
+    Attributes:
+        graph_id: sequence number in this process; platform: ``"cuda:sm_90"`` etc.;
+        matches / near_misses: lists of :class:`Match` / :class:`NearMiss`;
+        passes_run / passes_skipped: pass names (skipped ones with the reason);
+        error: the exception text when a pass failed and the graph was left untouched.
+    """
+
+    graph_id: int
+    platform: str = ""
+    matches: list[Match] = dataclasses.field(default_factory=list)
+    near_misses: list[NearMiss] = dataclasses.field(default_factory=list)
+    passes_run: list[str] = dataclasses.field(default_factory=list)
+    passes_skipped: dict[str, str] = dataclasses.field(default_factory=dict)
+    error: str | None = None
+
+    def count(self, op: str | None = None, pass_name: str | None = None) -> int:
+        """Number of matches, optionally only of ``op`` and/or ``pass_name``."""
+        return sum(1 for m in self.matches
+                   if (op is None or m.op == op) and (pass_name is None or m.pass_name == pass_name))
+
+    def providers(self) -> dict[str, list[str]]:
+        """Provider names used per op, e.g. ``{"rms_norm": ["flashinfer"]}``."""
+        out: dict[str, set[str]] = {}
+        for m in self.matches:
+            out.setdefault(m.op, set()).add(m.provider)
+        return {k: sorted(v) for k, v in out.items()}
+
+    def summary(self) -> str:
+        """One line: counts per op and provider, near-miss count, error if any."""
+        c = Counter((m.op, m.provider) for m in self.matches)
+        parts = [f"{op}[{prov}]x{n}" for (op, prov), n in sorted(c.items())] or ["no rewrites"]
+        s = f"rocm_fused graph {self.graph_id} ({self.platform}): " + ", ".join(parts)
+        if self.near_misses:
+            s += f"; {len(self.near_misses)} near-miss(es)"
+        if self.error:
+            s += f"; passes failed, graph left untouched: {self.error}"
+        return s
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return dataclasses.asdict(self)
+
+    def __str__(self) -> str:
+        lines = [self.summary()]
+        for m in self.matches:
+            lines.append(f"  match  {m.pass_name:<12} {m.op:<20} {m.provider:<14} {m.dtype:<9} {m.shape:<18} "
+                         f"{m.location}")
+        for n in self.near_misses:
+            lines.append(f"  miss   {n.pass_name:<12} {n.what:<20} {n.location}: {n.reason}")
+        for name, why in self.passes_skipped.items():
+            lines.append(f"  off    {name:<12} {why}")
+        return "\n".join(lines)
+
+
+class Report(list):
+    """All graph reports of a compile or a process (a list of :class:`GraphReport`)."""
+
+    def count(self, op: str | None = None, pass_name: str | None = None) -> int:  # type: ignore[override]
+        """Total matches over all graphs (see :meth:`GraphReport.count`)."""
+        return sum(g.count(op, pass_name) for g in self)
+
+    @property
+    def near_misses(self) -> list[NearMiss]:
+        """Every near-miss over all graphs."""
+        return [n for g in self for n in g.near_misses]
+
+    @property
+    def matches(self) -> list[Match]:
+        """Every match over all graphs."""
+        return [m for g in self for m in g.matches]
+
+    def to_json(self) -> str:
+        """JSON list of the graph reports."""
+        return json.dumps([g.to_dict() for g in self], indent=1)
+
+    def __str__(self) -> str:
+        return "\n".join(str(g) for g in self) if self else "rocm_fused: no graph compiled"
+
+
+_REPORTS = Report()
+
+
+def new_graph_report(platform: str) -> GraphReport:
+    """Start the report of the next graph and keep it in the process list."""
+    rep = GraphReport(graph_id=len(_REPORTS), platform=platform)
+    _REPORTS.append(rep)
+    return rep
+
+
+def reports() -> Report:
+    """Every graph report of this process, oldest first (a live list)."""
+    return _REPORTS
+
+
+def last_report() -> GraphReport | None:
+    """The newest graph report, or None."""
+    return _REPORTS[-1] if _REPORTS else None
+
+
+def clear_reports() -> None:
+    """Forget every report (tests; or before a compile you want to inspect alone)."""
+    _REPORTS.clear()
+
+
+def emit(rep: GraphReport) -> None:
+    """Log the summary (INFO) and each match / near-miss (DEBUG)."""
+    log.info("%s", rep.summary())
+    if log.isEnabledFor(logging.DEBUG):
+        for m in rep.matches:
+            log.debug("match %s %s provider=%s %s %s at %s", m.pass_name, m.op, m.provider, m.dtype, m.shape,
+                      m.location)
+        for n in rep.near_misses:
+            log.debug("near-miss %s %s at %s: %s", n.pass_name, n.what, n.location, n.reason)
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def location_of(node: torch.fx.Node | None) -> str:
+    """``file.py:line`` of the innermost user frame in ``node.meta["stack_trace"]``, or ``""``."""
+    if node is None:
+        return ""
+    trace = node.meta.get("stack_trace") or ""
+    frames = _FRAME.findall(trace)
+    if not frames:
+        return ""
+    path, line = frames[-1]
+    return f"{path.rsplit('/', 1)[-1]}:{line}"
+
+
+def describe(val: Any) -> tuple[str, str]:
+    """(shape, dtype) strings of a fake tensor for the report."""
+    if not isinstance(val, torch.Tensor):
+        return "", ""
+    return "x".join(str(s) for s in val.shape), str(val.dtype).replace("torch.", "")
