@@ -62,14 +62,14 @@ def check(spec: dict[str, Any]) -> str | None:
         return f"triton rms_norm takes float16/bfloat16/float32 input, input is {_name(dt)}"
     if wdt is not None and wdt not in WEIGHT_DTYPES:
         return f"triton rms_norm takes a float16/bfloat16/float32/float64 weight, weight is {_name(wdt)}"
+    if spec.get("ndim", 1) < 1:
+        return "input is a scalar; RMSNorm needs at least one dim"
     if hidden is None or isinstance(hidden, bool) or not isinstance(hidden, int):
         return "hidden size is symbolic; triton rms_norm picks its block size from a static hidden size"
     if hidden < 1:
         return f"hidden size {hidden} is empty"
     if hidden > MAX_HIDDEN:
         return f"hidden size {hidden} > {MAX_HIDDEN}: one row no longer fits one program's registers"
-    if spec.get("ndim", 1) < 1:
-        return "input is a scalar; RMSNorm needs at least one dim"
     return None
 
 
@@ -104,8 +104,8 @@ def launch_config(hidden: int) -> tuple[int, int, int]:
 def _round_bf16(v):
     """float32 -> bfloat16, round to nearest, ties to even, by integer arithmetic (NaN stays NaN).
 
-    Adding 0x7FFF plus the lowest kept bit then dropping the low 16 bits is RTNE (c10 ``round_to_nearest_even``);
-    a NaN whose payload would carry into the sign is replaced by the canonical quiet NaN first.
+    Adding 0x7FFF plus the lowest kept bit, then dropping the low 16 bits, is RTNE (c10's
+    ``round_to_nearest_even``); a NaN, whose payload could carry into the sign, becomes the quiet NaN.
     """
     bits = v.to(tl.uint32, bitcast=True)
     bits = bits + (((bits >> 16) & 1) + 0x7FFF)
@@ -129,7 +129,7 @@ def _rms_norm_kernel(
     M, H, eps, offset,
     HAS_WEIGHT: tl.constexpr, FUSED_ADD: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr,
 ):
-    """ROWS rows of H per program: [s = x + r (stored, rounded);] y = x * rsqrt(mean(x^2) + eps) * (w + off)."""
+    """ROWS rows of H per program: [s = x + r, stored rounded;] y = x * rsqrt(mean(x^2) + eps) * (w + off)."""
     # int64 row index: M * H may exceed 2**31 elements.
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
@@ -142,7 +142,11 @@ def _rms_norm_kernel(
         s = _round_to(x + r, S.dtype.element_ty)
         tl.store(S + out_ptrs, s, mask=mask)
         x = s.to(tl.float32)
-    rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / H + eps)
+    # Per-row scalars, so correctly rounded sqrt and divisions cost nothing (tl.math.rsqrt and `/` may be
+    # approximate on GPUs, e.g. 2 ulp).
+    # `H * 1.0`, not `H.to(...)`: Triton specializes an int argument equal to 1 into a constexpr.
+    mean_sq = tl.math.div_rn(tl.sum(x * x, axis=1), H * 1.0)
+    rstd = tl.math.div_rn(1.0, tl.math.sqrt_rn(mean_sq + eps))
     y = x * rstd[:, None]
     if HAS_WEIGHT:
         w = tl.load(W + cols, mask=cols < H, other=0.0).to(tl.float32)
