@@ -99,13 +99,18 @@ def rocm_fused(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], mode: st
     """
     from torch._inductor.compile_fx import compile_fx
 
+    from .lowerings import gemm_fallback_patches, gemm_override
+
     opts, patches = resolve(mode, options)
     try:
-        return compile_fx(gm, example_inputs, config_patches=patches)
+        with gemm_override(opts):  # level 2: small-M GEMMs on ATen, for this compile only
+            return compile_fx(gm, example_inputs, config_patches=patches)
     except Exception as e:
         if opts.strict or "post_grad_custom_post_pass" not in patches:
             raise
         log.warning("rocm_fused: compiling with our rewrites failed (%s: %s); compiling without them",
                     type(e).__name__, e)
         patches.pop("post_grad_custom_post_pass")
-        return compile_fx(gm, example_inputs, config_patches=patches)
+        patches.update(gemm_fallback_patches(opts))  # keep the GEMM override in the cache key
+        with gemm_override(opts):
+            return compile_fx(gm, example_inputs, config_patches=patches)

@@ -68,6 +68,31 @@ class NearMiss:
 
 
 @dataclasses.dataclass
+class GemmChoice:
+    """What the level-2 GEMM bucket override (``rocm_inductor.lowerings.gemm_buckets``) did with one GEMM.
+
+    Attributes:
+        op: ``"mm"``, ``"addmm"``, ``"bmm"`` or ``"baddbmm"``; m: M as Inductor sees it (``"16"``, ``"s0"``);
+        m_upper: its static value or ShapeEnv upper bound (None = unbounded); aten_only: only ATen kept;
+        reason: why; offered / kept: names of the choices offered to the hook and kept by it.
+    """
+
+    op: str
+    m: str
+    m_upper: int | None
+    aten_only: bool
+    reason: str
+    offered: list[str] = dataclasses.field(default_factory=list)
+    kept: list[str] = dataclasses.field(default_factory=list)
+
+    def line(self) -> str:
+        """One line: ``gemm mm M=16 -> ATen only [aten::mm] (dropped 12): <reason>``."""
+        what = "ATen only" if self.aten_only else "all choices"
+        return (f"gemm {self.op} M={self.m} -> {what} [{', '.join(self.kept)}] "
+                f"(dropped {len(self.offered) - len(self.kept)}): {self.reason}")
+
+
+@dataclasses.dataclass
 class GraphReport:
     """What our passes did to one post-grad graph.
 
@@ -75,7 +100,8 @@ class GraphReport:
         graph_id: sequence number in this process; platform: ``"cuda:sm_90"`` etc.;
         matches / near_misses: lists of :class:`Match` / :class:`NearMiss`;
         passes_run / passes_skipped: pass names (skipped ones with the reason);
-        error: the exception text when a pass failed and the graph was left untouched.
+        error: the exception text when a pass failed and the graph was left untouched;
+        gemms: :class:`GemmChoice` per GEMM the level-2 override saw (filled after lowering).
     """
 
     graph_id: int
@@ -85,6 +111,7 @@ class GraphReport:
     passes_run: list[str] = dataclasses.field(default_factory=list)
     passes_skipped: dict[str, str] = dataclasses.field(default_factory=dict)
     error: str | None = None
+    gemms: list[GemmChoice] = dataclasses.field(default_factory=list)
 
     def count(self, op: str | None = None, pass_name: str | None = None) -> int:
         """Number of matches, optionally only of ``op`` and/or ``pass_name``."""
@@ -120,6 +147,8 @@ class GraphReport:
                          f"{m.location}")
         for n in self.near_misses:
             lines.append(f"  miss   {n.pass_name:<12} {n.what:<20} {n.location}: {n.reason}")
+        for g in self.gemms:
+            lines.append(f"  {g.line()}")
         for name, why in self.passes_skipped.items():
             lines.append(f"  off    {name:<12} {why}")
         return "\n".join(lines)

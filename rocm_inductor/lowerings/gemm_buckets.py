@@ -1,0 +1,408 @@
+"""The GEMM bucket override: ATen (vendor BLAS) for small-M GEMMs under level 2.
+
+Under max-autotune Inductor benchmarks Triton GEMM templates for every GEMM shape. For a decode bucket of a
+few tokens (M = batch * new tokens <= 32) the vendor BLAS (hipBLASLt on ROCm, cuBLAS on NVIDIA) is rarely
+beaten, and tuning costs about a minute per bucket (H200, torch 2.11: Llama-3.2-1B B=1 compiled in 80 s
+under max-autotune vs 19 s without; /work/shared/DEVICE.md). So under level 2 this override keeps only the
+ATen choice of ``mm`` / ``addmm`` / ``bmm`` / ``baddbmm`` whose M is small, and nothing is autotuned for
+them; larger M (prefill) keeps every choice and is tuned as before.
+
+Decision (:func:`decide`, pure): M is the row count of one matrix product, ``mat1.shape[-2]`` (bmm batch
+dims do not count: each batch element is still a skinny GEMM). Keep ATen only when
+
+- M is a static value ``<= aten_gemm_max_m``, or
+- M is symbolic and its upper bound from the ShapeEnv's value ranges is ``<= aten_gemm_max_m`` (e.g.
+  ``torch._dynamo.mark_dynamic(x, 0, min=1, max=32)``); a symbolic M without a finite bound keeps every
+  choice, since the same compiled kernel may serve a large M.
+
+``aten_gemm_max_m=0`` turns the override off; if ATen is not among ``max_autotune_gemm_backends`` every
+choice is kept (dropping all of them would raise ``NoValidChoicesError``).
+
+Mechanism: :class:`GemmBucketChoices` subclasses Inductor's ``InductorChoices`` and overrides
+``_finalize_template_configs(template_choices, kernel_inputs, templates, op_name, kwarg_overrides=None)``
+(the same signature in torch 2.11 and 2.13): for a small-M GEMM it keeps the first ``ExternKernelChoice``
+of that GEMM and drops the templates before any of them is generated, so Inductor's selector sees one
+choice and returns it without benchmarking. It is installed per compile, :func:`gemm_override` setting
+``V.set_choices_handler`` around ``compile_fx`` and restoring the previous handler afterwards (Inductor
+resolves ``config.inductor_choices_class`` only once per thread, so that config alone would leak into later
+compiles). A handler already in place (a user's ``InductorChoices`` subclass, the lookup table) is kept: our
+class is mixed into its class. FX graph cache key: where ``config.inductor_choices_class`` enters the key
+(torch >= 2.12, ``_cache_config_factory_keys``), :func:`config_patches` sets it to a factory whose
+``uuid()`` hashes this file and ``aten_gemm_max_m``; on older torch (2.11) the key carries the override
+through the pass manager's ``uuid()`` (options incl. ``level``/``aten_gemm_max_m`` and every package source);
+when our rewrites are dropped after a failure, :class:`GemmKeyPass` takes the pass manager's place.
+
+Where Inductor bypasses the hook (documented, not hidden):
+
+- M == 1 (and N == 1) with ``coordinate_descent_tuning`` (on under max-autotune, so under level 2) on a
+  GPU: Inductor's ``mm``/``bmm`` decompositions turn the GEMM into mul + sum before lowering; it becomes a
+  Triton reduction (coordinate-descent tuned), never reaches the hook and never runs on ATen.
+- K == 1: ``mm``/``addmm`` decompose into a pointwise outer product (no GEMM at all); a bmm with
+  ``[B, M, 1] x [B, 1, N]`` likewise.
+- CUTLASS, CK / CK-tile, C++ (CPU) GEMM templates and ``config.external_matmul`` choices are appended by
+  Inductor outside this hook and still get autotuned when those backends are enabled (CPP is on by
+  default for CPU tensors under max-autotune).
+- Backward graphs of training compiles are lowered lazily, after ``compile_fx`` returned: they see
+  Inductor's default handler (rewrites target inference graphs anyway).
+- ``_int_mm``, ``mm_plus_mm``, scaled / grouped GEMMs are not overridden.
+
+Each GEMM the hook sees is recorded (:class:`~rocm_inductor.report.GemmChoice`: op, M, its bound, what was
+kept) in the compile's graph report, and logged at DEBUG level (``TORCH_LOGS="+rocm_fused"``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import logging
+import pathlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import sympy
+import torch
+from torch._inductor.choices import InductorChoices
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from .. import report as report_mod
+
+log = logging.getLogger("rocm_inductor")
+
+#: Inductor op names (``op_name`` of ``get_template_configs``) the override applies to. ``"mm-ah"``
+#: (autoheuristic's extra mm choices) counts as ``"mm"``.
+GEMM_OPS = ("mm", "addmm", "bmm", "baddbmm")
+
+_SOURCE_HASH = hashlib.sha256(pathlib.Path(__file__).read_bytes()).hexdigest()[:16]
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """What the override does with one GEMM.
+
+    Attributes:
+        aten_only: keep only the ATen choice (True) or every choice (False).
+        m: M as Inductor sees it (``"16"``, ``"s0"``, ``"4*s0"``).
+        m_upper: M's static value or its ShapeEnv upper bound; ``None`` = no finite bound.
+        reason: plain-words why, for the report.
+    """
+
+    aten_only: bool
+    m: str
+    m_upper: int | None
+    reason: str
+
+
+def _op_family(op_name: str) -> str:
+    return op_name.split("-", 1)[0]
+
+
+def gemm_m(mat1_shape: tuple[Any, ...] | list[Any]) -> Any:
+    """M of a GEMM from its first operand's shape: ``shape[-2]`` of ``[M, K]`` or ``[*batch, M, K]``.
+
+    Raises:
+        ValueError: fewer than two dimensions.
+    """
+    if len(mat1_shape) < 2:
+        raise ValueError(f"rocm_fused: a GEMM operand needs >= 2 dims, got shape {tuple(mat1_shape)}")
+    return mat1_shape[-2]
+
+
+def m_upper_bound(m: Any, var_ranges: Mapping[Any, Any] | None = None) -> int | None:
+    """Upper bound of M: its value when static, else the bound of the expression over ``var_ranges``.
+
+    Args:
+        m: an int, a SymInt, or a sympy expression of shape symbols.
+        var_ranges: symbol -> ``ValueRanges`` (``ShapeEnv.var_to_range``); ``None`` = nothing known.
+
+    Returns:
+        The largest value M can take, or ``None`` when there is no finite bound.
+    """
+    if isinstance(m, torch.SymInt):
+        m = m.node.expr
+    if isinstance(m, int):
+        return m
+    expr = sympy.sympify(m)
+    if expr.is_Integer:
+        return int(expr)
+    if var_ranges is None:
+        return None
+    from torch.utils._sympy.value_ranges import bound_sympy
+
+    try:
+        upper = bound_sympy(expr, dict(var_ranges)).upper
+    except Exception:  # an expression bound_sympy cannot bound: treat as unbounded
+        return None
+    infinities = {sympy.oo}
+    try:
+        from torch.utils._sympy.numbers import int_oo
+
+        infinities.add(int_oo)  # int_oo.is_finite is True: compare explicitly
+    except ImportError:
+        pass
+    if upper in infinities or not getattr(upper, "is_number", False) or not upper.is_finite:
+        return None
+    return int(sympy.floor(upper))
+
+
+def decide(op_name: str, m: Any, max_m: int, var_ranges: Mapping[Any, Any] | None = None,
+           aten_available: bool = True) -> Decision:
+    """The override's decision for one GEMM (pure: no Inductor state).
+
+    Args:
+        op_name: Inductor's op name (``"mm"``, ``"addmm"``, ``"bmm"``, ``"baddbmm"``, ``"mm-ah"``, ...).
+        m: M (rows of one matrix product; bmm batch dims excluded), int or sympy expression.
+        max_m: ``aten_gemm_max_m``; 0 turns the override off.
+        var_ranges: symbol ranges for a symbolic M (``ShapeEnv.var_to_range``).
+        aten_available: whether ATen is an allowed GEMM backend.
+
+    Returns:
+        A :class:`Decision`.
+    """
+    m_str = str(m.node.expr if isinstance(m, torch.SymInt) else m)
+    if _op_family(op_name) not in GEMM_OPS:
+        return Decision(False, m_str, None, f"{op_name} is not overridden")
+    upper = m_upper_bound(m, var_ranges)
+    static = upper is not None and m_str == str(upper)
+    if max_m <= 0:
+        return Decision(False, m_str, upper, "override off (aten_gemm_max_m=0)")
+    if upper is None:
+        return Decision(False, m_str, None, f"M={m_str} has no finite upper bound: tuned")
+    if upper > max_m:
+        what = f"M={m_str}" if static else f"M={m_str} (upper bound {upper})"
+        return Decision(False, m_str, upper, f"{what} > aten_gemm_max_m={max_m}: tuned")
+    if not aten_available:
+        return Decision(False, m_str, upper, "ATen is not in max_autotune_gemm_backends: kept every choice")
+    what = f"M={m_str}" if static else f"M={m_str} (upper bound {upper})"
+    return Decision(True, m_str, upper, f"{what} <= aten_gemm_max_m={max_m}: ATen only")
+
+
+def _name(template: Any) -> str:
+    return str(getattr(template, "uid", None) or getattr(template, "name", None) or type(template).__name__)
+
+
+def _is_extern(template: Any) -> bool:
+    from torch._inductor.select_algorithm import ExternKernelChoice
+
+    return isinstance(template, ExternKernelChoice)
+
+
+def _var_ranges() -> Mapping[Any, Any] | None:
+    try:
+        from torch._inductor.virtualized import V
+
+        return V.graph.sizevars.shape_env.var_to_range
+    except Exception:  # no graph being lowered (unit tests of the hook)
+        return None
+
+
+def _aten_allowed() -> bool:
+    try:
+        from torch._inductor.utils import use_aten_gemm_kernels
+
+        return bool(use_aten_gemm_kernels())
+    except Exception:
+        return True
+
+
+def _gemm_key(op_name: str, kernel_inputs: Any) -> tuple:
+    """Identify one GEMM across the several ``get_template_configs`` calls Inductor makes for it (addmm)."""
+    try:
+        mats = kernel_inputs.mat1mat2() if hasattr(kernel_inputs, "mat1mat2") else kernel_inputs.nodes()[-2:]
+        names = tuple(n.get_name() for n in mats)
+    except Exception:
+        names = (id(kernel_inputs),)
+    return (_op_family(op_name), names)
+
+
+class _GemmBucketMixin:
+    """The override, mixed into an ``InductorChoices`` class (see :func:`make_choices`)."""
+
+    aten_gemm_max_m: int = 32
+    _base_uuid: str | None = None
+
+    def _gemm_init(self, max_m: int, base_uuid: str | None = None) -> None:
+        self.aten_gemm_max_m = max_m
+        self._base_uuid = base_uuid
+        #: one record per GEMM, in lowering order
+        self.gemm_records: dict[tuple, report_mod.GemmChoice] = {}
+
+    def uuid(self) -> str:
+        """Cache-key identity: this file's hash, ``aten_gemm_max_m`` and the mixed-in handler's uuid."""
+        return f"rocm_fused.gemm_buckets:{_SOURCE_HASH}:max_m={self.aten_gemm_max_m}:base={self._base_uuid}"
+
+    def _finalize_template_configs(self, template_choices, kernel_inputs, templates, op_name,
+                                   kwarg_overrides=None):
+        """Inductor's hook (signature of torch 2.11 and 2.13): the choices, ATen only for small M."""
+        choices = super()._finalize_template_configs(  # type: ignore[misc]
+            template_choices, kernel_inputs, templates, op_name, kwarg_overrides)
+        if _op_family(op_name) not in GEMM_OPS or not hasattr(kernel_inputs, "mnk_symbolic"):
+            return choices
+        m = kernel_inputs.mnk_symbolic()[0]
+        d = decide(op_name, m, self.aten_gemm_max_m, _var_ranges(), _aten_allowed())
+        key = _gemm_key(op_name, kernel_inputs)
+        rec = self.gemm_records.get(key)
+        if rec is None:
+            rec = report_mod.GemmChoice(op=_op_family(op_name), m=d.m, m_upper=d.m_upper,
+                                        aten_only=d.aten_only, reason=d.reason)
+            self.gemm_records[key] = rec
+        offered = [_name(c.template) for c in choices]
+        if d.aten_only:
+            # one extern choice per GEMM (addmm may offer aten_addmm and aten_bias_addmm): nothing to tune
+            have_extern = bool(rec.kept)
+            kept = []
+            for c in choices:
+                if not have_extern and _is_extern(c.template):
+                    kept.append(c)
+                    have_extern = True
+            choices = kept
+        rec.offered.extend(offered)
+        rec.kept.extend(_name(c.template) for c in choices)
+        return choices
+
+
+class GemmBucketChoices(_GemmBucketMixin, InductorChoices):
+    """``InductorChoices`` with the small-M ATen override (on Inductor's default heuristics).
+
+    Args:
+        aten_gemm_max_m: largest M kept on ATen (int >= 0; 0 = off).
+    """
+
+    def __init__(self, aten_gemm_max_m: int = 32) -> None:
+        super().__init__()
+        self._gemm_init(aten_gemm_max_m)
+
+
+def make_choices(max_m: int, base: InductorChoices | None = None) -> InductorChoices:
+    """The override on top of ``base`` (the handler in place), keeping ``base``'s other heuristics.
+
+    Args:
+        max_m: ``aten_gemm_max_m``.
+        base: the current ``InductorChoices`` (None or the plain class -> :class:`GemmBucketChoices`).
+
+    Returns:
+        An ``InductorChoices`` instance with a ``uuid()`` and ``gemm_records``.
+    """
+    if base is None or not isinstance(base, InductorChoices):
+        return GemmBucketChoices(max_m)
+    # a handler that is already ours (nested level-2 compile): re-base on the class it was mixed into
+    base_cls = next(c for c in type(base).__mro__
+                    if issubclass(c, InductorChoices) and not issubclass(c, _GemmBucketMixin))
+    if base_cls is InductorChoices:
+        return GemmBucketChoices(max_m)
+    obj = _mixed_class(base_cls).__new__(_mixed_class(base_cls))
+    obj.__dict__.update({k: v for k, v in vars(base).items() if k not in ("gemm_records", "_base_uuid",
+                                                                          "aten_gemm_max_m")})
+    if isinstance(base, _GemmBucketMixin):
+        base_uuid = base._base_uuid
+    else:
+        base_uuid = base.uuid() if callable(getattr(base, "uuid", None)) else None
+    obj._gemm_init(max_m, str(base_uuid) if base_uuid is not None else
+                   f"{base_cls.__module__}.{base_cls.__qualname__}")
+    return obj
+
+
+@functools.cache
+def _mixed_class(base_cls: type) -> type:
+    return type(f"GemmBucket{base_cls.__name__}", (_GemmBucketMixin, base_cls), {})
+
+
+def _factory(max_m: int, user_factory: Any = None) -> InductorChoices:
+    """``config.inductor_choices_class`` value: the override over the user's own factory, if any."""
+    return make_choices(max_m, user_factory() if user_factory is not None else None)
+
+
+def choices_class_in_cache_key() -> bool:
+    """Whether ``config.inductor_choices_class`` exists and enters the FX graph cache key (torch >= 2.12)."""
+    cfg = torch._inductor.config
+    return hasattr(cfg, "inductor_choices_class") and "inductor_choices_class" in getattr(
+        cfg, "_cache_config_factory_keys", ())
+
+
+def config_patches(options: Any) -> dict[str, Any]:
+    """Inductor config patches for level 2: ``inductor_choices_class`` where it is part of the cache key.
+
+    Args:
+        options: the compile's :class:`~rocm_inductor.options.Options`.
+
+    Returns:
+        ``{"inductor_choices_class": factory}`` on torch >= 2.12, else ``{}`` (the pass manager's uuid
+        carries the override there).
+    """
+    if options.level != 2 or not choices_class_in_cache_key():
+        return {}
+    user = torch._inductor.config.inductor_choices_class
+    if isinstance(user, functools.partial) and user.func is _factory:  # already ours (nested compile)
+        user = user.args[1] if len(user.args) > 1 else None
+    return {"inductor_choices_class": functools.partial(_factory, options.aten_gemm_max_m, user)}
+
+
+class GemmKeyPass(CustomGraphPass):
+    """A no-op post-grad pass whose ``uuid()`` keys the override (used when our rewrites are dropped).
+
+    Args:
+        options: the compile's options.
+    """
+
+    def __init__(self, options: Any) -> None:
+        self.options = options
+
+    def __call__(self, graph: torch.fx.Graph) -> None:
+        return None
+
+    def uuid(self) -> str:
+        """The override's identity and the options."""
+        return f"rocm_fused.gemm_key:{_SOURCE_HASH}:{self.options.key()}"
+
+
+def fallback_patches(options: Any) -> dict[str, Any]:
+    """Patches that keep the override in the cache key once the pass manager is removed (torch < 2.12)."""
+    if options.level != 2 or choices_class_in_cache_key():
+        return {}
+    return {"post_grad_custom_post_pass": GemmKeyPass(options)}
+
+
+def _current_handler() -> Any:
+    from torch._inductor import virtualized
+
+    try:
+        return virtualized._choices._get_handler(False)
+    except Exception:
+        return virtualized.V.choices
+
+
+@contextlib.contextmanager
+def gemm_override(options: Any) -> Iterator[InductorChoices | None]:
+    """Install the override for the compile inside the block (level 2 only; else a no-op yielding None).
+
+    The previous handler is restored on exit (also when the compile raises); after a compile that
+    succeeded, each GEMM's decision goes into its graph report (the newest one made during the block; a
+    new one when no pass manager ran) and the DEBUG log.
+    """
+    if options.level != 2:
+        yield None
+        return
+    from torch._inductor.virtualized import V
+
+    handler = make_choices(options.aten_gemm_max_m, _current_handler())
+    start = len(report_mod.reports())
+    with V.set_choices_handler(handler):
+        yield handler
+    _attach(handler, start)  # a compile that raised reports nothing (its retry does)
+
+
+def _attach(handler: Any, start: int) -> None:
+    records = list(getattr(handler, "gemm_records", {}).values())
+    if not records:
+        return
+    reps = report_mod.reports()
+    if len(reps) > start:
+        rep = reps[-1]
+    else:
+        from ..platform import PlatformDispatch
+
+        rep = report_mod.new_graph_report(str(PlatformDispatch.platform()))
+    rep.gemms.extend(records)
+    for r in records:
+        log.debug("rocm_fused graph %s: %s", rep.graph_id, r.line())
