@@ -15,10 +15,14 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
     "rocm": {
         "rms_norm": ("amd_flashinfer", "triton"),
         "fused_add_rms_norm": ("amd_flashinfer", "triton"),
+        # Neither the fork nor AITER has a sigmoid gate (KERNELS.md): our Triton kernel only.
+        "sigmoid_gate": ("triton",),
     },
     "cuda": {
         "rms_norm": ("flashinfer", "triton"),
         "fused_add_rms_norm": ("flashinfer", "triton"),
+        # FlashInfer has no sigmoid gate: our Triton kernel only.
+        "sigmoid_gate": ("triton",),
     },
     "cpu": {},
 }
@@ -26,7 +30,12 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
 #: Passes enabled by default per platform (a user's ``options={"passes": {...}}`` wins; forcing a
 #: provider turns every pass on). CPU: off (nothing to gain over Inductor's C++ code).
 PASS_DEFAULTS: dict[str, dict[str, bool]] = {
-    "rocm": {"rms_norm": True},
-    "cuda": {"rms_norm": True},
+    # sigmoid_gate, rocm: on. Reason: issue 4 (one graph-safe Triton op under HIP graph capture/padding);
+    #   not yet measured on MI300X/MI355X: the benchmark (benchmarks/bench_sigmoid_gate.py) must confirm.
+    # sigmoid_gate, cuda: OFF until benchmarks/bench_sigmoid_gate.py on the H200 shows the op beating
+    #   Inductor's fused elementwise kernel at (1|32|2048 tokens x 4096|8192) bf16; an extern op also blocks
+    #   Inductor from fusing the gate's producers (the reshape copies) into it.
+    "rocm": {"rms_norm": True, "sigmoid_gate": True},
+    "cuda": {"rms_norm": True, "sigmoid_gate": False},
     "cpu": {},
 }

@@ -6,3 +6,4 @@ calls that provider (``rocm_inductor.providers``). Importing this package regist
 """
 
 from . import rms_norm  # noqa: F401  (registers rocm_fused::rms_norm, rocm_fused::fused_add_rms_norm)
+from . import sigmoid_gate  # noqa: F401  (registers rocm_fused::sigmoid_gate)

@@ -12,8 +12,9 @@ import functools
 @functools.lru_cache(maxsize=1)
 def _passes() -> tuple:
     from .rms_norm import RMSNormPass
+    from .sigmoid_gate import SigmoidGatePass
 
-    return (RMSNormPass(),)
+    return (RMSNormPass(), SigmoidGatePass())
 
 
 def all_passes() -> tuple:

@@ -52,12 +52,27 @@ def fused_add_rms_norm_ref(
     return rms_norm_ref(s, weight, eps, offset), s
 
 
+def sigmoid_gate_ref(x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+    """Sigmoid output gate of gated attention (Qwen3-Next, HY-V4): ``x * sigmoid(gate)``.
+
+    Computed in float32 and rounded once to ``x.dtype`` (round-to-nearest-even, torch's cast); eager
+    bf16/fp16 code rounds the sigmoid and the product separately.
+
+    Args:
+        x, gate: (...) of one shape and one float dtype (float16/bfloat16/float32), any strides.
+
+    Returns:
+        (...) tensor of ``x.dtype``, contiguous.
+    """
+    return (x.float() * torch.sigmoid(gate.float())).to(x.dtype).contiguous()
+
+
 class ReferenceProvider(Provider):
     """Pure-torch implementations of every op (no library, any device, any dtype)."""
 
     name = "reference"
     library = None
-    ops = frozenset({"rms_norm", "fused_add_rms_norm"})
+    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate"})
 
     def rms_norm(self, x, weight, eps, offset):
         """See :func:`rms_norm_ref`."""
@@ -66,3 +81,7 @@ class ReferenceProvider(Provider):
     def fused_add_rms_norm(self, x, residual, weight, eps, offset):
         """See :func:`fused_add_rms_norm_ref`."""
         return fused_add_rms_norm_ref(x, residual, weight, eps, offset)
+
+    def sigmoid_gate(self, x, gate):
+        """See :func:`sigmoid_gate_ref`."""
+        return sigmoid_gate_ref(x, gate)

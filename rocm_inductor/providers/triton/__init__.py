@@ -22,7 +22,7 @@ class TritonProvider(Provider):
 
     name = "triton"
     library = "triton"
-    ops = frozenset({"rms_norm", "fused_add_rms_norm"})
+    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate"})
 
     def platform_ok(self, platform: Any) -> str | None:
         if platform.kind == "cpu" and not interpreting():
@@ -38,6 +38,8 @@ class TritonProvider(Provider):
         reason = super().check(op, spec)
         if reason is None and op in ("rms_norm", "fused_add_rms_norm"):
             reason = self.kernels("rms_norm").check(spec)
+        if reason is None and op == "sigmoid_gate":
+            reason = self.kernels("sigmoid_gate").check(spec)
         return reason
 
     def rms_norm(self, x, weight, eps, offset):
@@ -47,3 +49,7 @@ class TritonProvider(Provider):
     def fused_add_rms_norm(self, x, residual, weight, eps, offset):
         """See ``rocm_inductor.providers.triton.rms_norm.fused_add_rms_norm``."""
         return self.kernels("rms_norm").fused_add_rms_norm(x, residual, weight, eps, offset)
+
+    def sigmoid_gate(self, x, gate):
+        """See ``rocm_inductor.providers.triton.sigmoid_gate.sigmoid_gate``."""
+        return self.kernels("sigmoid_gate").sigmoid_gate(x, gate)
