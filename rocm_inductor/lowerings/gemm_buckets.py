@@ -357,10 +357,16 @@ class GemmKeyPass(CustomGraphPass):
 
 
 def fallback_patches(options: Any) -> dict[str, Any]:
-    """Patches that keep the override in the cache key once the pass manager is removed (torch < 2.12)."""
+    """Patches that keep the override in the cache key once the pass manager is removed (torch < 2.12).
+
+    Returns:
+        ``{<the backend's pass hook>: GemmKeyPass(options)}`` (the slot the pass manager left) or ``{}``.
+    """
     if options.level != 2 or choices_class_in_cache_key():
         return {}
-    return {"post_grad_custom_post_pass": GemmKeyPass(options)}
+    from .. import backend
+
+    return {getattr(backend, "PASS_HOOK", "post_grad_custom_post_pass"): GemmKeyPass(options)}
 
 
 def _current_handler() -> Any:
