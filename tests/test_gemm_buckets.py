@@ -403,3 +403,13 @@ def test_gpu_small_m_gemms_are_not_benchmarked():
     assert any(g.m == "512" and not g.aten_only and len(g.kept) > 1 for g in gemms), gemms
     assert not [b for b in bench if isinstance(b[1], int) and b[1] <= 32], bench  # small M: nothing tuned
     assert [b for b in bench if b[1] == 512 and b[2] > 1], bench  # prefill M: tuned as before
+
+
+@pytest.mark.parametrize("max_rows,aten", [(32, True), (None, False)])
+def test_level2_symbolic_m_uses_shape_env_bound(max_rows, aten):
+    x, w = torch.randn(16, 64), torch.randn(64, 48)
+    torch._dynamo.mark_dynamic(x, 0, min=2, max=max_rows) if max_rows else torch._dynamo.mark_dynamic(x, 0)
+    _compile({"level": 2}, _mm_only, (x, w))
+    (g,) = reports()[-1].gemms
+    assert not g.m.isdigit() and g.aten_only is aten, g
+    assert g.m_upper == (32 if aten else None)
