@@ -99,8 +99,10 @@ def rocm_fused(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], mode: st
     """
     from torch._inductor.compile_fx import compile_fx
 
+    from ._compat import depyf_shim
     from .lowerings import gemm_fallback_patches, gemm_override
 
+    depyf_shim.apply()  # no-op unless depyf.prepare_debug is in use (max-autotune under depyf, torch 2.13)
     opts, patches = resolve(mode, options)
     try:
         with gemm_override(opts):  # level 2: small-M GEMMs on ATen, for this compile only

@@ -19,16 +19,49 @@ import torch
 log = logging.getLogger("rocm_inductor")
 
 
+#: Artifact carrying each pass's before/after graph code (off by default; depyf writes the same to files).
+GRAPHS_ARTIFACT = "rocm_fused_graphs"
+
+
 def _register_log() -> None:
-    """Make ``TORCH_LOGS="rocm_fused"`` / ``"+rocm_fused"`` control our logger like Inductor's."""
+    """Make ``TORCH_LOGS="rocm_fused"`` / ``"+rocm_fused"`` control our logger like Inductor's.
+
+    ``import torch`` validates TORCH_LOGS before this package can register a name; the top-level module
+    ``rocm_fused`` (``rocm_fused.py``) makes the name valid then (torch registers it as the module's log).
+    Here the alias is pointed at our ``rocm_inductor`` logger as well and TORCH_LOGS is re-read. The
+    graph-code artifact is only enabled explicitly: ``torch._logging.set_logs(rocm_fused_graphs=True)``.
+    """
     try:
         from torch._logging import _internal as tl
 
-        if "rocm_fused" not in tl.log_registry.log_alias_to_log_qnames:
-            tl.register_log("rocm_fused", "rocm_inductor")
-            tl._init_logs()  # re-read TORCH_LOGS now that the name exists
+        qnames = list(tl.log_registry.log_alias_to_log_qnames.get("rocm_fused", []))
+        changed = False
+        if "rocm_inductor" not in qnames:
+            tl.register_log("rocm_fused", [*qnames, "rocm_inductor"])
+            changed = True
+        if not tl.log_registry.is_artifact(GRAPHS_ARTIFACT):
+            tl.register_artifact(GRAPHS_ARTIFACT, "rocm_fused: post-grad graph before/after each pass",
+                                 off_by_default=True)
+            changed = True
+        if changed:
+            cache_clear = getattr(tl._parse_log_settings, "cache_clear", None)
+            if cache_clear is not None:  # lru_cached: it would return the state parsed at torch import
+                cache_clear()
+            tl._init_logs()  # re-read TORCH_LOGS now that the names exist
     except Exception:  # private API moved: logging still works through the std logging module
         pass
+
+
+def graph_logger() -> logging.Logger | None:
+    """The ``rocm_fused_graphs`` artifact logger when that artifact is enabled, else None."""
+    try:
+        from torch._logging import _internal as tl
+
+        if not tl.log_state.is_artifact_enabled(GRAPHS_ARTIFACT):
+            return None
+        return tl.getArtifactLogger("rocm_inductor", GRAPHS_ARTIFACT)
+    except Exception:  # private API moved
+        return None
 
 
 _register_log()

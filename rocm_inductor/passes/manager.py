@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import logging
 import pathlib
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -110,17 +111,29 @@ def _restore(graph: Graph, snap: Graph) -> None:
     graph.output(out)
 
 
+def _depyf_active() -> bool:
+    """True inside ``depyf.prepare_debug`` (read without importing depyf)."""
+    mod = sys.modules.get("depyf.explain.global_variables")
+    return bool(mod is not None and getattr(mod, "data", {}).get("is_inside_prepare_debug"))
+
+
 def _dump(graph: Graph, title: str) -> None:
-    """Emit the graph through ``lazy_format_graph_code`` (depyf hooks it to write the dump files)."""
+    """Emit the graph through ``lazy_format_graph_code``: depyf's hook of it writes the dump file
+    ``__compiled_fn_<n>.<title with _>.<k>.py``; the ``rocm_fused_graphs`` log artifact gets the text.
+
+    Only done when one of the two is on: ``gm.recompile()`` costs time on large graphs.
+    """
     gm = graph.owning_module
-    if gm is None:
+    glog = report_mod.graph_logger()
+    if gm is None or not (glog is not None or _depyf_active()):
         return
     try:
         from torch._dynamo import utils as dynamo_utils
 
         gm.recompile()
-        text = dynamo_utils.lazy_format_graph_code(title, gm, colored=False)
-        log.debug("%s", text)
+        text = dynamo_utils.lazy_format_graph_code(title, gm, colored=False)  # depyf writes the file here
+        if glog is not None:
+            glog.debug("%s", text)
     except Exception as e:  # inspection must never break a compile
         log.debug("rocm_fused: graph dump %r failed: %s", title, e)
 
