@@ -11,6 +11,7 @@ import dataclasses
 import json
 import logging
 import re
+import typing
 from collections import Counter
 from typing import Any
 
@@ -173,18 +174,52 @@ class GraphReport:
         """JSON-serialisable form."""
         return dataclasses.asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GraphReport:
+        """Inverse of :meth:`to_dict` (keys this version does not know are ignored).
+
+        Raises:
+            TypeError: a required field (``graph_id``) is missing.
+        """
+        return _from_dict(cls, d)
+
     def __str__(self) -> str:
+        rows = [("match", m.pass_name, m.op, m.provider, m.dtype, m.shape, m.location, "")
+                for m in self.matches]
+        rows += [("miss", n.pass_name, n.what, "-", "", "", n.location, n.reason) for n in self.near_misses]
+        rows += [("off", name, "", "", "", "", "", why) for name, why in self.passes_skipped.items()]
         lines = [self.summary()]
-        for m in self.matches:
-            lines.append(f"  match  {m.pass_name:<12} {m.op:<20} {m.provider:<14} {m.dtype:<9} {m.shape:<18} "
-                         f"{m.location}")
-        for n in self.near_misses:
-            lines.append(f"  miss   {n.pass_name:<12} {n.what:<20} {n.location}: {n.reason}")
-        for g in self.gemms:
-            lines.append(f"  {g.line()}")
-        for name, why in self.passes_skipped.items():
-            lines.append(f"  off    {name:<12} {why}")
+        if rows:
+            head = ("", "pass", "op / found", "provider", "dtype", "shape", "where", "reason / note")
+            lines += ["  " + line for line in _table([head, *rows])]
+        lines += [f"  {g.line()}" for g in self.gemms]
         return "\n".join(lines)
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    """Left-aligned columns, two spaces apart; empty columns dropped; the last column is not padded."""
+    keep = [i for i in range(len(rows[0])) if any(r[i] for r in rows[1:])]
+    rows = [tuple(r[i] for i in keep) for r in rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(keep))]
+    out = []
+    for r in rows:
+        cells = [c.ljust(w) for c, w in zip(r[:-1], widths[:-1], strict=True)] + [r[-1]]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+def _from_dict(cls: type, d: dict[str, Any]) -> Any:
+    """Build dataclass ``cls`` from its ``asdict`` form, recursing into ``list[<dataclass>]`` fields."""
+    hints = typing.get_type_hints(cls)
+    kw = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in d:
+            continue
+        v, args = d[f.name], typing.get_args(hints[f.name])
+        if typing.get_origin(hints[f.name]) is list and args and dataclasses.is_dataclass(args[0]):
+            v = [_from_dict(args[0], x) for x in v]
+        kw[f.name] = v
+    return cls(**kw)
 
 
 class Report(list):
@@ -207,6 +242,18 @@ class Report(list):
     def to_json(self) -> str:
         """JSON list of the graph reports."""
         return json.dumps([g.to_dict() for g in self], indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> Report:
+        """Inverse of :meth:`to_json`.
+
+        Raises:
+            json.JSONDecodeError: not JSON; TypeError: not a list of graph report objects.
+        """
+        data = json.loads(text)
+        if not isinstance(data, list) or not all(isinstance(g, dict) for g in data):
+            raise TypeError("rocm_fused: a report's JSON is a list of graph report objects")
+        return cls(GraphReport.from_dict(g) for g in data)
 
     def __str__(self) -> str:
         return "\n".join(str(g) for g in self) if self else "rocm_fused: no graph compiled"

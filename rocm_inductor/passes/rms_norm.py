@@ -130,6 +130,15 @@ def _is_mean_subtracted(x: Node) -> bool:
     return m.target is aten.mean.dim
 
 
+def _is_upcast(n: Any) -> bool:
+    """True when ``n`` casts a narrower float tensor up (``prims.convert_element_type(bf16 -> fp32)``)."""
+    if not isinstance(n, Node) or n.target is not torch.ops.prims.convert_element_type.default:
+        return False
+    src, out = getattr(n.args[0], "meta", {}).get("val"), n.meta.get("val")
+    return (src is not None and out is not None and src.is_floating_point()
+            and torch.finfo(src.dtype).bits < torch.finfo(out.dtype).bits)
+
+
 def _check(op: str, offset: float, residual: bool):
     """``extra_check`` of one pattern: validate the match, choose the provider, record the outcome."""
 
@@ -142,7 +151,9 @@ def _check(op: str, offset: float, residual: bool):
         what = "residual add + RMSNorm" if residual else "RMSNorm"
 
         def miss(reason: str) -> bool:
-            ctx.near_miss(anchor, NearMiss("rms_norm", what, reason, where))
+            # An fp32-only pattern also matches the inside of a bf16 norm (x = the upcast): its reason
+            # ("input is float32") must not replace the full match's ("weight is float32, input bf16").
+            ctx.near_miss(anchor, NearMiss("rms_norm", what, reason, where), overwrite=not _is_upcast(x_node))
             return False
 
         x = x_node.meta.get("val")

@@ -1,0 +1,87 @@
+"""Command line: ``python -m rocm_inductor explain path/to/script.py:function [options]``.
+
+``function`` is called with no arguments and returns ``(model_or_fn, example_inputs)`` or
+``(model_or_fn, example_inputs, compile_kwargs)``: ``example_inputs`` is a tuple/list of positional
+arguments (a single tensor is taken as one argument), ``compile_kwargs`` a dict of ``torch.compile``
+keywords (``options=``, ``mode=``, ``dynamic=``). The script is imported as a module (its
+``if __name__ == "__main__":`` block does not run). The report of that compile is printed as a table, or
+as JSON with ``--json``. Command-line ``--options``/``--provider`` are merged over the function's options.
+Exit status: 0 on success, 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import pathlib
+import sys
+from typing import Any
+
+
+def _load(target: str) -> Any:
+    """Import ``path.py`` and return its attribute ``function`` (``path.py:function``)."""
+    path, sep, name = target.rpartition(":")
+    if not sep or not path or not name:
+        raise SystemExit(f"rocm_inductor explain: expected path/to/script.py:function, got {target!r}")
+    file = pathlib.Path(path).resolve()
+    if not file.is_file():
+        raise SystemExit(f"rocm_inductor explain: no such file {path!r}")
+    sys.path.insert(0, str(file.parent))  # the script's own imports of its neighbours
+    spec = importlib.util.spec_from_file_location(f"_rocm_fused_explain_{file.stem}", file)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    fn = getattr(mod, name, None)
+    if not callable(fn):
+        raise SystemExit(f"rocm_inductor explain: {path} has no function {name!r}")
+    return fn
+
+
+def _unpack(result: Any) -> tuple[Any, tuple, dict[str, Any]]:
+    import torch
+
+    if not isinstance(result, (tuple, list)) or len(result) not in (2, 3):
+        raise SystemExit("rocm_inductor explain: the function must return (model, example_inputs) or "
+                         "(model, example_inputs, compile_kwargs)")
+    model, inputs = result[0], result[1]
+    kwargs = dict(result[2]) if len(result) == 3 else {}
+    if isinstance(inputs, torch.Tensor) or not isinstance(inputs, (tuple, list)):
+        inputs = (inputs,)
+    return model, tuple(inputs), kwargs
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (see module docstring). Returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m rocm_inductor")
+    sub = parser.add_subparsers(dest="command", required=True)
+    ex = sub.add_parser("explain", help="compile a script's model with rocm_fused and print what it did")
+    ex.add_argument("target", help="path/to/script.py:function; the function returns (model, example_inputs"
+                                   "[, compile_kwargs])")
+    ex.add_argument("--options", default=None, help='JSON dict of rocm_fused options, e.g. \'{"level": 2}\'')
+    ex.add_argument("--provider", default=None, help="force one provider (reference, triton, ...)")
+    ex.add_argument("--mode", default=None, help="torch.compile mode (e.g. max-autotune)")
+    ex.add_argument("--dry-run", action="store_true", help="stop after our passes (fast; no kernels built)")
+    ex.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args(argv)
+
+    from . import explain
+
+    model, inputs, kwargs = _unpack(_load(args.target)())
+    options = dict(kwargs.pop("options", None) or {})
+    if args.options:
+        try:
+            options.update(json.loads(args.options))
+        except json.JSONDecodeError as e:
+            parser.error(f"--options is not JSON: {e}")
+    if args.provider:
+        options["provider"] = args.provider
+    if args.mode:
+        kwargs["mode"] = args.mode
+    rep = explain(model, *inputs, dry_run=args.dry_run, options=options or None, **kwargs)
+    print(rep.to_json() if args.json else rep)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
