@@ -1,0 +1,413 @@
+"""Top-k / top-p / temperature sampling chains -> ``rocm_fused::sample`` (one capture-safe kernel).
+
+Covers (post-grad ATen graph, after ``canonicalize``), walking *up* from the random draw:
+
+- the draw: ``multinomial(probs, 1)`` (HF ``generate``) or gpt-fast's exponential race
+  ``argmax(probs / exponential_(1), -1[, keepdim])`` (which Inductor has already turned into
+  ``-log(inductor_random(...))``: ``mul(where(ge(u, 1 - eps/2), -eps/2, log(u)), -1)``), where ``probs`` is
+  ``softmax(s)`` (the decomposed ``exp(s - amax) / sum``, possibly wrapped in float casts); a bare
+  ``multinomial(p, 1)`` of other probabilities becomes ``is_probs=True`` with no filters;
+- then the filters on ``s``, nearest first, each recognised as a whole:
+  HF top-p (``TopPLogitsWarper``, min_tokens_to_keep = 1: ascending sort, softmax, cumsum ``<= 1 - p``, last
+  entry kept, scatter back, ``where(mask, -inf, s)``), top-k (``where(s < topk(s, k)[0][..., -1:], -inf, s)``,
+  HF and gpt-fast), in either order; then temperature ``s / T`` (T a positive Python float, or a tensor of
+  shape (B, 1) / (1,) / ()); then at most one ban ``where(mask, -inf, s)`` with any bool mask broadcastable
+  per row (HF's min-new-tokens EOS mask; its mask stays an Inductor-computed input).
+
+Parameters come from the graph (k from ``topk``, p = 1 - the ``le`` threshold, T from the ``div``).
+Deliberately left alone: greedy ``argmax(logits)`` (nothing random: Inductor's kernel is right);
+``multinomial`` with more than one sample; filters we cannot prove equal (top-p with
+``min_tokens_to_keep > 1``, per-row top-p tensors, min-p's scatter form, a temperature after a filter): the
+walk stops there and everything above stays in Inductor; a sort + cumsum left above the rewritten draw is
+reported as a near-miss. The replacement draws its seed in the graph (``aten.randint``, a fallback that
+uses torch's device generator, which CUDA/HIP graphs advance on each replay).
+
+    s ─► [ /T ] ─► [top-k] ─► [top-p] ─► softmax ─► multinomial     s ─┐
+                                                                       ├─► rocm_fused::sample(s, seed, T, k, p)
+                                 randint(0, 2^31 - 1, (1,)) ─► seed ───┘
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+from typing import Any
+
+import torch
+from torch.fx import Graph, Node
+
+from ..ops.sampling import sample_spec
+from ..report import Match as MatchRecord
+from ..report import NearMiss, describe, location_of
+from .canonicalize import insert_call
+from .manager import PassContext
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+_CONVERT = prims.convert_element_type.default
+_INT_MAX = 2**63 - 1
+
+
+def _is(n: Any, *targets: Any) -> bool:
+    return isinstance(n, Node) and n.op == "call_function" and n.target in targets
+
+
+def _val(n: Any) -> Any:
+    return n.meta.get("val") if isinstance(n, Node) else None
+
+
+def _ndim(n: Any) -> int:
+    v = _val(n)
+    return v.ndim if isinstance(v, torch.Tensor) else -1
+
+
+def _last_dim(n: Node, d: Any) -> bool:
+    """``d`` names the last dim of ``n`` (``-1`` or ``ndim - 1``)."""
+    nd = _ndim(n)
+    if isinstance(d, (list, tuple)):
+        if len(d) != 1:
+            return False
+        d = d[0]
+    return isinstance(d, int) and nd > 0 and d in (-1, nd - 1)
+
+
+def _strip_converts(n: Any) -> Any:
+    while _is(n, _CONVERT) and isinstance(n.args[0], Node):
+        n = n.args[0]
+    return n
+
+
+def _neg_inf(a: Any) -> bool:
+    """``a`` is the constant -inf (a Python float or ``full([], -inf)``)."""
+    if isinstance(a, (int, float)):
+        return a == -math.inf
+    return _is(a, aten.full.default) and a.args[0] in ([], ()) and a.args[1] == -math.inf
+
+
+def _scaled_softmax_branch(w: Node) -> Node | None:
+    """Inductor's softmax(x / T) form ``where(finite, (m - amax(m)) / T, x / T - amax(x / T))``, m = x * 1.
+
+    Both branches are the same value (Inductor picks the first when every score is finite): return the
+    plain branch ``sub(x / T, amax(x / T))``, else None.
+    """
+    _, a, b = w.args
+    if not (_is(a, aten.div.Tensor) and _is(b, aten.sub.Tensor) and _is(b.args[0], aten.div.Tensor)):
+        return None
+    s = b.args[0]
+    if a.args[1] != s.args[1] or not _is(a.args[0], aten.sub.Tensor):
+        return None
+    m = a.args[0].args[0]
+    m0 = m.args[0] if _is(m, aten.mul.Tensor) and m.args[1] == 1 else m
+    return b if m0 is s.args[0] else None
+
+
+def _softmax_input(p: Node) -> Node | None:
+    """``s`` when ``p`` is softmax(s) over the last dim (decomposed form, float casts allowed), else None."""
+    p = _strip_converts(p)
+    if not _is(p, aten.div.Tensor):
+        return None
+    e, z = p.args
+    if not (_is(e, aten.exp.default) and _is(z, aten.sum.dim_IntList) and z.args[0] is e
+            and _last_dim(e, z.args[1]) and (len(z.args) > 2 and z.args[2])):
+        return None
+    sub = e.args[0]
+    if _is(sub, aten.where.self):
+        sub = _scaled_softmax_branch(sub)
+    if not _is(sub, aten.sub.Tensor):
+        return None
+    s, mx = sub.args
+    if not (_is(mx, aten.amax.default) and mx.args[0] is s and _last_dim(s, mx.args[1])
+            and len(mx.args) > 2 and mx.args[2]):
+        return None
+    return _strip_converts(s) if _is(s, _CONVERT) else s
+
+
+@dataclasses.dataclass
+class Chain:
+    """A recognised sampling chain: what the replacement needs (see module docstring)."""
+
+    anchor: Node
+    scores: Node
+    keepdim: bool
+    is_probs: bool = False
+    temperature: float | Node = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    ban: Node | None = None
+    order: list[str] = dataclasses.field(default_factory=list)  # filters, nearest the draw first
+    stopped_at: str = ""  # why the upward walk stopped (for near-miss reports)
+
+    @property
+    def top_k_first(self) -> bool:
+        """HF order unless top-p was found *upstream* of top-k (i.e. applied first)."""
+        return not (self.order == ["top_k", "top_p"])
+
+
+# -- the draw ------------------------------------------------------------------------------------------
+def _exponential_of(q: Node) -> bool:
+    """``q`` is Inductor's decomposed ``exponential_(1)``: ``-1 * where(u >= c, c2, log(u))``, u uniform."""
+    if _is(q, aten.exponential.default):  # config.fallback_random keeps the ATen op
+        return len(q.args) < 2 or q.args[1] == 1.0
+    if not (_is(q, aten.mul.Tensor) and q.args[1] == -1.0 and _is(q.args[0], aten.where.self)):
+        return False
+    cond, _, lg = q.args[0].args
+    if not (_is(lg, aten.log.default) and _is(cond, aten.ge.Scalar) and cond.args[0] is lg.args[0]):
+        return False
+    u = lg.args[0]
+    return _is(u, prims.inductor_random.default) and u.args[2] == "rand"
+
+
+def _draw(n: Node) -> Chain | None:
+    """A sampling draw at ``n``: multinomial(p, 1) or argmax(p / exponential)."""
+    if _is(n, aten.multinomial.default):
+        num = n.args[1] if len(n.args) > 1 else n.kwargs.get("num_samples")
+        if num != 1 or n.kwargs.get("generator") is not None or _ndim(n.args[0]) != 2:
+            return None
+        p = n.args[0]
+        s = _softmax_input(p)
+        return Chain(n, p, True, is_probs=True) if s is None else Chain(n, s, True)
+    if _is(n, aten.argmax.default) and len(n.args) >= 2 and _is(n.args[0], aten.div.Tensor):
+        p, q = n.args[0].args
+        if not (isinstance(p, Node) and isinstance(q, Node) and _ndim(p) == 2 and _last_dim(p, n.args[1])
+                and _exponential_of(q)):
+            return None
+        if tuple(_val(q).shape) != tuple(_val(p).shape):
+            return None
+        keep = bool(n.args[2]) if len(n.args) > 2 else bool(n.kwargs.get("keepdim", False))
+        s = _softmax_input(p)
+        return Chain(n, p, keep, is_probs=True) if s is None else Chain(n, s, keep)
+    return None
+
+
+# -- filter stages: each returns (upstream scores, params) or None --------------------------------------
+def _masked(s: Node) -> tuple[Node, Node] | None:
+    """``where(mask, -inf, s0)`` -> (mask, s0)."""
+    if _is(s, aten.where.self) and _neg_inf(s.args[1]) and isinstance(s.args[2], Node):
+        return s.args[0], s.args[2]
+    return None
+
+
+def _top_k(s: Node) -> tuple[Node, int] | None:
+    """HF / gpt-fast top-k: ``where(s0 < topk(s0, k)[0].select(-1, -1).unsqueeze(-1), -inf, s0)``."""
+    m = _masked(s)
+    if m is None or not _is(m[0], aten.lt.Tensor):
+        return None
+    s0 = m[1]
+    a, piv = m[0].args
+    if a is not s0 or not _is(piv, aten.unsqueeze.default) or not _last_dim(piv, piv.args[1]):
+        return None
+    sel = piv.args[0]
+    if not (_is(sel, aten.select.int) and _last_dim(sel.args[0], sel.args[1])):
+        return None
+    gi = sel.args[0]
+    if not (_is(gi, operator.getitem) and gi.args[1] == 0 and _is(gi.args[0], aten.topk.default)):
+        return None
+    tk = gi.args[0]
+    if tk.args[0] is not s0:
+        return None
+    k = tk.args[1]
+    dim = tk.args[2] if len(tk.args) > 2 else tk.kwargs.get("dim", -1)
+    largest = tk.args[3] if len(tk.args) > 3 else tk.kwargs.get("largest", True)
+    if not (isinstance(k, int) and _last_dim(s0, dim) and largest and sel.args[2] in (-1, k - 1)):
+        return None
+    return s0, k
+
+
+def _false_fill(x: Any) -> bool:
+    """``x`` is the constant False: ``full([], False)`` or ``copy(slice, full([], False))``."""
+    if _is(x, aten.copy.default):
+        x = x.args[1]
+    return _is(x, aten.full.default) and x.args[1] is False or (_is(x, aten.full.default) and x.args[1] == 0)
+
+
+def _top_p(s: Node) -> tuple[Node, float] | str | None:
+    """HF ``TopPLogitsWarper`` (min_tokens_to_keep=1) -> (s0, p); a reason string for a near variant."""
+    m = _masked(s)
+    if m is None or not _is(m[0], aten.scatter.src):
+        return None
+    s0 = m[1]
+    sc = m[0]
+    ms, dim, idx, src = sc.args[:4]
+    if src is not ms or not _last_dim(ms, dim) or not _is(idx, operator.getitem) or idx.args[1] != 1:
+        return None
+    srt = idx.args[0]
+    if not _is(srt, aten.sort.default) or srt.args[0] is not s0:
+        return None
+    sdim = srt.args[1] if len(srt.args) > 1 else srt.kwargs.get("dim", -1)
+    desc = srt.args[2] if len(srt.args) > 2 else srt.kwargs.get("descending", False)
+    if not _last_dim(s0, sdim) or desc:
+        return "top-p with a descending sort (another spelling) is not recognised"
+    if not _is(ms, aten.slice_scatter.default):
+        return "top-p without HF's 'keep the last min_tokens_to_keep' step is not recognised"
+    le = ms.args[0]
+    if not _false_fill(ms.args[1]):
+        return "top-p whose kept tail is not filled with False is not recognised"
+    start = ms.args[3] if len(ms.args) > 3 else ms.kwargs.get("start")
+    end = ms.args[4] if len(ms.args) > 4 else ms.kwargs.get("end")
+    if start != -1 or (end is not None and end < _INT_MAX) or not _last_dim(le, ms.args[2]):
+        n_keep = -start if isinstance(start, int) else start
+        return f"top-p with min_tokens_to_keep = {n_keep} (only 1 is rewritten)"
+    if not _is(le, aten.le.Scalar) or not isinstance(le.args[1], (int, float)):
+        return "top-p whose threshold is a tensor (per-row top_p) is not recognised"
+    cs = le.args[0]
+    if not (_is(cs, aten.cumsum.default) and _last_dim(cs.args[0], cs.args[1])):
+        return None
+    vals = _softmax_input(cs.args[0])
+    if not (_is(vals, operator.getitem) and vals.args[0] is srt and vals.args[1] == 0):
+        return None
+    return s0, 1.0 - float(le.args[1])
+
+
+def _temperature(s: Node, b: Any) -> tuple[Node, float | Node] | None:
+    """``s0 / T`` with T > 0 a float, or a tensor of shape (B, 1), (1, 1), (1,) or () (per row)."""
+    if not _is(s, aten.div.Tensor) or not isinstance(s.args[0], Node):
+        return None
+    s0, t = s.args
+    if isinstance(t, (int, float)) and not isinstance(t, bool):
+        return (s0, float(t)) if t > 0 and math.isfinite(t) else None
+    tv = _val(t)
+    if not isinstance(tv, torch.Tensor) or not tv.is_floating_point() or _ndim(s0) != 2:
+        return None
+    shape = tuple(tv.shape)
+    if shape in ((), (1,), (1, 1)) or (len(shape) == 2 and shape[1] == 1 and _same(shape[0], b)):
+        return s0, t
+    return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def _ban(s: Node, b: Any, v: Any) -> tuple[Node, Node] | None:
+    """``where(mask, -inf, s0)`` with a bool mask of shape (V,), (1, V) or (B, V)."""
+    m = _masked(s)
+    if m is None:
+        return None
+    mv = _val(m[0])
+    if not isinstance(mv, torch.Tensor) or mv.dtype != torch.bool or mv.ndim > 2 or mv.ndim < 1:
+        return None
+    if not _same(mv.shape[-1], v) or (mv.ndim == 2 and not (_same(mv.shape[0], 1) or _same(mv.shape[0], b))):
+        return None
+    return m
+
+
+def recognise(chain: Chain) -> Chain:
+    """Walk up from ``chain.scores`` absorbing filters, temperature and a ban (module docstring grammar)."""
+    if chain.is_probs:
+        return chain
+    sv = _val(chain.scores)
+    b, v = sv.shape
+    s = chain.scores
+    pre = False  # after temperature/ban only temperature/ban may follow upstream
+    t_seen = False
+    while True:
+        if not pre:
+            tk = _top_k(s) if "top_k" not in chain.order else None
+            if tk is not None:
+                s, chain.top_k = tk
+                chain.order.append("top_k")
+                continue
+            tp = _top_p(s) if "top_p" not in chain.order else None
+            if isinstance(tp, str):
+                chain.stopped_at = tp
+                break
+            if tp is not None:
+                s, chain.top_p = tp
+                chain.order.append("top_p")
+                continue
+        if not t_seen:
+            tt = _temperature(s, b)
+            if tt is not None:
+                s, chain.temperature = tt
+                t_seen, pre = True, True
+                continue
+        if chain.ban is None:
+            bn = _ban(s, b, v)
+            if bn is not None:
+                chain.ban, s = bn
+                pre = True
+                continue
+        break
+    chain.scores = s
+    return chain
+
+
+# -- the pass ------------------------------------------------------------------------------------------
+def _cudagraphs() -> bool:
+    try:
+        return bool(torch._inductor.config.triton.cudagraphs)
+    except AttributeError:
+        return False
+
+
+def _replace(graph: Graph, c: Chain, provider: str) -> Node:
+    sv = _val(c.scores)
+    t_node = c.temperature if isinstance(c.temperature, Node) else None
+    t_val = 1.0 if t_node is not None else float(c.temperature)
+    seed = insert_call(graph, c.anchor, aten.randint.low, (0, 2**31 - 1, [1]),
+                       {"dtype": torch.int64, "device": sv.device}, like=c.anchor)
+    args = (c.scores, seed, t_node, t_val, None, int(c.top_k), None, float(c.top_p), None, 0.0, c.ban,
+            c.is_probs, c.top_k_first, c.keepdim, provider)
+    return insert_call(graph, c.anchor, torch.ops.rocm_fused.sample.default, args, like=c.anchor)
+
+
+def _upstream_sort(start: Node) -> Node | None:
+    """A live ``sort`` + ``cumsum`` (an unrecognised top-p) among the ancestors of ``start``."""
+    seen, stack = set(), [start]
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, Node) or n in seen:
+            continue
+        seen.add(n)
+        if _is(n, aten.cumsum.default):
+            return n
+        stack.extend(a for a in n.all_input_nodes)
+    return None
+
+
+class SamplingPass:
+    """The sampling pass (see module docstring)."""
+
+    name = "sampling"
+    ops = ("sample",)
+
+    def __call__(self, graph: Graph, ctx: PassContext) -> None:
+        for n in list(graph.nodes):
+            if n.op != "call_function" or n.graph is not graph:
+                continue
+            c = _draw(n)
+            if c is None:
+                continue
+            where = location_of(n)
+            sv = _val(c.scores)
+            if not isinstance(sv, torch.Tensor) or sv.ndim != 2 or not sv.is_floating_point():
+                ctx.near_miss(n.name, NearMiss("sampling", "sampling draw", "scores are not a 2D float "
+                                               "tensor (batch, vocab)", where))
+                continue
+            c = recognise(c)
+            spec = sample_spec(_val(c.scores), is_probs=c.is_probs, top_k_first=c.top_k_first,
+                               per_row={"temperature"} if isinstance(c.temperature, Node) else set(),
+                               has_min_p=False, has_ban=c.ban is not None,
+                               greedy=False, cudagraphs=_cudagraphs())
+            choice = ctx.choose("sample", spec)
+            if choice.provider is None:
+                ctx.near_miss(n.name, NearMiss("sampling", "sampling chain", choice.why_not, where))
+                continue
+            new = _replace(graph, c, choice.provider)
+            n.replace_all_uses_with(new)
+            graph.erase_node(n)
+            shape, dtype = describe(_val(c.scores))
+            filters = "+".join(reversed(c.order)) or ("probs" if c.is_probs else "plain")
+            ctx.matched(n.name, MatchRecord("sampling", "sample", choice.provider, shape, dtype, where))
+            graph.eliminate_dead_code()
+            left = _upstream_sort(c.scores) if c.stopped_at or not c.order else None
+            if c.stopped_at or left is not None:
+                reason = c.stopped_at or "a cumsum (top-p-like filter) above the draw was not recognised"
+                ctx.near_miss(f"{n.name}:filters", NearMiss(
+                    "sampling", f"filters above the rewritten draw ({filters})",
+                    reason + "; it stays in Inductor", location_of(left) or where))

@@ -1,0 +1,90 @@
+"""Sampling chains as real code spells them (SPELLINGS.md "Sampling"), for the sampling pass tests.
+
+Each builder returns a function of last-position logits ``(B, V)`` (or ``(B, S, V)`` where noted) that
+draws token ids, written the way HF ``generate`` (its logits processors, verbatim logic) and gpt-fast do.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def hf_top_k(scores: torch.Tensor, top_k: int) -> torch.Tensor:
+    """HF ``TopKLogitsWarper.__call__`` (transformers 5.x)."""
+    top_k = min(top_k, scores.size(-1))
+    indices_to_remove = scores < torch.topk(scores, top_k)[0][..., -1, None]
+    return scores.masked_fill(indices_to_remove, -float("inf"))
+
+
+def hf_top_p(scores: torch.Tensor, top_p: float, min_tokens_to_keep: int = 1) -> torch.Tensor:
+    """HF ``TopPLogitsWarper.__call__`` (transformers 5.x)."""
+    sorted_logits, sorted_indices = torch.sort(scores, descending=False)
+    cumulative_probs = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+    sorted_indices_to_remove = cumulative_probs <= (1 - top_p)
+    sorted_indices_to_remove[..., -min_tokens_to_keep:] = 0
+    indices_to_remove = sorted_indices_to_remove.scatter(1, sorted_indices, sorted_indices_to_remove)
+    return scores.masked_fill(indices_to_remove, -float("inf"))
+
+
+def hf_sampler(temperature: float | None = None, top_k: int = 0, top_p: float = 1.0,
+               top_p_first: bool = False, eos: list[int] | None = None, min_tokens_to_keep: int = 1, last_position: bool = True):
+    """HF generate's sampling step: [EOS floor] -> [/T] -> top-k -> top-p (or top-p first) -> multinomial.
+
+    Like ``generate``, a filter whose value turns it off (top_k = 0, top_p = 1.0, T = 1.0) is not applied.
+    """
+
+    def fn(logits: torch.Tensor) -> torch.Tensor:
+        scores = (logits[:, -1] if last_position else logits).float()
+        if eos is not None:
+            vocab_tensor = torch.arange(scores.shape[-1], device=scores.device)
+            eos_mask = torch.isin(vocab_tensor, torch.tensor(eos, device=scores.device))
+            scores = torch.where(eos_mask, -math.inf, scores)
+        if temperature is not None and temperature != 1.0:
+            scores = scores / temperature
+        filters = []
+        if top_k:
+            filters.append(lambda s: hf_top_k(s, top_k))
+        if top_p < 1.0:
+            filters.append(lambda s: hf_top_p(s, top_p, min_tokens_to_keep))
+        if top_p_first:
+            filters.reverse()
+        for f in filters:
+            scores = f(scores)
+        probs = torch.softmax(scores, dim=-1)
+        return torch.multinomial(probs, num_samples=1).squeeze(1)
+
+    return fn
+
+
+def gpt_fast_sampler(temperature: float = 0.8, top_k: int | None = 200):
+    """gpt-fast ``sample``: logits / max(T, 1e-5), optional top-k pivot, softmax, exponential race."""
+
+    def fn(logits: torch.Tensor) -> torch.Tensor:
+        logits = logits[:, -1] / max(temperature, 1e-5)
+        if top_k is not None:
+            v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+            pivot = v.select(-1, -1).unsqueeze(-1)
+            logits = torch.where(logits < pivot, -float("Inf"), logits)
+        probs = torch.nn.functional.softmax(logits, dim=-1)
+        q = torch.empty_like(probs).exponential_(1)
+        return torch.argmax(probs / q, dim=-1, keepdim=True).to(dtype=torch.int)
+
+    return fn
+
+
+def greedy(logits: torch.Tensor) -> torch.Tensor:
+    """Greedy decoding: nothing random, left to Inductor."""
+    return torch.argmax(logits[:, -1], dim=-1)
+
+
+def per_row_temperature_sampler(top_k: int = 5):
+    """Per-row temperature tensor (B, 1) (vLLM-style batches), then HF top-k, then multinomial."""
+
+    def fn(logits: torch.Tensor, temps: torch.Tensor) -> torch.Tensor:
+        scores = logits.float() / temps.unsqueeze(-1)
+        scores = hf_top_k(scores, top_k)
+        return torch.multinomial(torch.softmax(scores, -1), 1)
+
+    return fn
