@@ -30,6 +30,10 @@ from .passes.manager import PassManager
 
 log = logging.getLogger("rocm_inductor")
 
+#: Our passes run first among the post-grad passes: before Inductor's own pattern passes fold a residual
+#: add into the GEMM's bias (``addmm``) and hide it from the fused add + RMSNorm pattern.
+PASS_HOOK = "post_grad_custom_pre_pass"
+
 #: mode -> (level, CUDA graphs) for modes Inductor knows.
 MODE_LEVELS: dict[str, tuple[int, bool]] = {
     "default": (1, False),
@@ -66,7 +70,7 @@ def resolve(mode: str | None, options: dict[str, Any] | Options | None) -> tuple
     if graphs:
         patches["triton.cudagraphs"] = True
     if level > 0:
-        patches["post_grad_custom_post_pass"] = PassManager(opts)
+        patches[PASS_HOOK] = PassManager(opts)
     if level == 2:
         from .lowerings import gemm_config_patches
 
@@ -108,11 +112,11 @@ def rocm_fused(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], mode: st
         with gemm_override(opts):  # level 2: small-M GEMMs on ATen, for this compile only
             return compile_fx(gm, example_inputs, config_patches=patches)
     except Exception as e:
-        if opts.strict or "post_grad_custom_post_pass" not in patches:
+        if opts.strict or PASS_HOOK not in patches:
             raise
         log.warning("rocm_fused: compiling with our rewrites failed (%s: %s); compiling without them",
                     type(e).__name__, e)
-        patches.pop("post_grad_custom_post_pass")
+        patches.pop(PASS_HOOK)
         patches.update(gemm_fallback_patches(opts))  # keep the GEMM override in the cache key
         with gemm_override(opts):
             return compile_fx(gm, example_inputs, config_patches=patches)

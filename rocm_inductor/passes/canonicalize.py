@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch._inductor.fx_passes.post_grad import remove_noop_ops
 from torch.fx import Graph, Node
 
 aten = torch.ops.aten
@@ -231,6 +232,8 @@ def canonicalize(graph: Graph) -> int:
     Returns:
         The number of changes made.
     """
+    # We run as Inductor's post-grad *pre* pass, before its own no-op removal (x.float() of a float32 x).
+    remove_noop_ops(graph)
     changes = 0
     for n in list(graph.nodes):
         if n.op != "call_function":

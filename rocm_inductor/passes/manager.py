@@ -1,4 +1,4 @@
-"""The pass manager: our post-grad custom pass (an Inductor ``CustomGraphPass``).
+"""The pass manager: our post-grad custom pre-pass (an Inductor ``CustomGraphPass``).
 
 Order: canonicalize -> each enabled rewrite pass -> dead-code elimination. It owns the fail-safe (a pass
 that raises logs a warning and the graph is restored to what Inductor gave us; ``strict=True`` re-raises),

@@ -7,10 +7,11 @@ Covers (after ``canonicalize``), in any float dtype, any eps, any leading shape 
 - Gemma / Qwen3-Next ``* (1.0 + weight.float())``                                            (``gemma``)
 - weightless ``_norm(x.float()).type_as(x)``                                                  (``none``)
 - each of these preceded by a residual add whose sum is also used (HF pre-norm, functional, sandwich)
-Deliberately left alone: LayerNorm (mean subtracted: reported), norms whose weight is not (H,), whose
-output dtype differs from the input's (an fp32 weight promoting the result), whose eps is a tensor, and
-scaled residuals (Granite's ``residual + h * m`` becomes a plain norm of the sum). Training graphs keep
-intermediates for backward, so nothing matches there (reported as a near-miss).
+Deliberately left alone: LayerNorm (mean subtracted: reported), norms whose weight is not (H,), whose eps
+is a tensor. A weight that promotes the output (fp32 weight times the bf16 normed value) stays a separate
+multiply after a weightless norm, exactly as eager rounds it. Scaled residuals (Granite's
+``residual + h * m``) keep the scale as a multiply and fuse the add. Training graphs keep intermediates
+for backward, so nothing matches there (reported as a near-miss).
 
    x ──► up ──► pow2 ─► mean ─► +eps ─► rsqrt ─┐                x ─┐
          └──────────────────────────────────── * ─► down ─► *w     ├─► rocm_fused::rms_norm(x, w, eps)
@@ -23,7 +24,13 @@ import inspect
 from typing import Any
 
 import torch
-from torch._inductor.pattern_matcher import Match, PatternMatcherPass, fwd_only, register_replacement
+from torch._inductor.pattern_matcher import (
+    Match,
+    PatternMatcherPass,
+    fwd_only,
+    register_replacement,
+    stable_topological_sort,
+)
 from torch.fx import Graph, Node
 
 from ..ops.rms_norm import norm_spec
@@ -33,11 +40,12 @@ from .manager import PassContext, current_context
 
 aten = torch.ops.aten
 
-#: Weight forms: name -> (takes a weight, offset added to the weight).
+#: Weight forms: name -> (takes a weight, offset added to the weight). Registration order is match order:
+#: ``gemma`` before ``w_before_down``, whose weight wildcard would otherwise take ``w.float() + 1.0``.
 FORMS: dict[str, tuple[bool, float]] = {
+    "gemma": (True, 1.0),
     "w_after_down": (True, 0.0),
     "w_before_down": (True, 0.0),
-    "gemma": (True, 1.0),
     "none": (False, 0.0),
 }
 
@@ -166,7 +174,9 @@ def _check(op: str, offset: float, residual: bool):
         if _is_mean_subtracted(x_node):
             return miss("LayerNorm (mean subtracted), not RMSNorm: left to Inductor")
         if isinstance(eps, Node) or not isinstance(eps, (int, float)):
-            return miss("eps is a tensor, not a compile-time constant: left to Inductor")
+            return miss("eps is a tensor, not a compile-time constant (dynamic=True turns float attributes "
+                        "into graph inputs: mark the batch dim dynamic with torch._dynamo.mark_dynamic "
+                        "instead, or set torch._dynamo.config.specialize_float=True): left to Inductor")
         if x is None or not x.is_floating_point():
             return miss("input is not a floating-point tensor")
         if w is not None and (w.ndim != 1 or not _same(w.shape[0], x.shape[-1])):
@@ -240,5 +250,8 @@ class RMSNormPass:
 
     def __call__(self, graph: Graph, ctx: PassContext) -> None:
         patterns().apply(graph)
+        # A multi-output replacement is inserted at the residual add; a weight computed later in the graph
+        # (Gemma's 1 + w placed next to its use) must then move up.
+        stable_topological_sort(graph)
         graph.eliminate_dead_code()
         _leftovers(graph, ctx)
