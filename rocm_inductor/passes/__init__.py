@@ -12,9 +12,10 @@ import functools
 @functools.lru_cache(maxsize=1)
 def _passes() -> tuple:
     from .rms_norm import RMSNormPass
+    from .rope import RoPEPass
     from .sigmoid_gate import SigmoidGatePass
 
-    return (RMSNormPass(), SigmoidGatePass())
+    return (RMSNormPass(), RoPEPass(), SigmoidGatePass())
 
 
 def all_passes() -> tuple:

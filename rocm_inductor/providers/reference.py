@@ -67,12 +67,82 @@ def sigmoid_gate_ref(x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
     return (x.float() * torch.sigmoid(gate.float())).to(x.dtype).contiguous()
 
 
+def _rope_one(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rotary_dim: int, interleaved: bool,
+              half_table: bool) -> torch.Tensor:
+    """One tensor of :func:`rope_ref` (cos/sin already broadcastable to ``x[..., :rotary_dim]``)."""
+    rd = rotary_dim
+    if rd % 2 or not 2 <= rd <= x.shape[-1]:
+        raise ValueError(f"rotary_dim {rd} must be even and in [2, head_dim={x.shape[-1]}]")
+    ct = torch.promote_types(torch.promote_types(x.dtype, cos.dtype), torch.float32)
+    xr, c, s = x[..., :rd].to(ct), cos.to(ct), sin.to(ct)
+    if half_table:  # one value per pair -> one per element
+        c, s = ((t.repeat_interleave(2, -1) if interleaved else torch.cat([t, t], -1)) for t in (c, s))
+    if interleaved:
+        rot = torch.stack((-xr[..., 1::2], xr[..., ::2]), dim=-1).flatten(-2)
+    else:
+        rot = torch.cat((-xr[..., rd // 2:], xr[..., : rd // 2]), dim=-1)
+    y = (xr * c + rot * s).to(x.dtype)
+    if y.shape != xr.shape:
+        raise ValueError(f"cos/sin {tuple(cos.shape)} do not broadcast to x[..., :{rd}] {tuple(xr.shape)}")
+    return torch.cat([y, x[..., rd:]], dim=-1).contiguous()
+
+
+def rope_ref(q: torch.Tensor, k: torch.Tensor | None, cos: torch.Tensor, sin: torch.Tensor, rotary_dim: int,
+             interleaved: bool, half_table: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Rotary embedding (RoFormer, arXiv:2104.09864) exactly as HF spells it: ``x * cos + rotate(x) * sin``.
+
+    ``rotate`` is NeoX's ``rotate_half`` (``interleaved=False``) or GPT-J's ``rotate_every_two``; only the
+    first ``rotary_dim`` features rotate, the rest are copied. Computed in float32 (or wider if an input is
+    wider), rounded once to ``x.dtype``.
+
+    Args:
+        q, k: (..., D) float tensors, any strides; k may be None.
+        cos, sin: broadcastable to (..., rotary_dim), or (..., rotary_dim // 2) when ``half_table``.
+        rotary_dim: even, <= D. interleaved / half_table: see ``rocm_inductor.ops.rope``.
+
+    Returns:
+        ``(q_out, k_out)`` contiguous (k_out None when k is None).
+
+    Raises:
+        ValueError: odd/oversized rotary_dim, or cos/sin that don't broadcast to the rotated part.
+    """
+    out = [None if x is None else _rope_one(x, cos, sin, rotary_dim, interleaved, half_table) for x in (q, k)]
+    return out[0], out[1]
+
+
+def cos_sin_from_cache(positions: torch.Tensor,
+                       cos_sin_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gather the half tables of ``positions`` from a NeoX-layout [max_pos, rd] cache: (..., rd/2) each.
+
+    Raises:
+        IndexError: a position outside [0, max_pos).
+    """
+    rows = cos_sin_cache[positions.long()]
+    h = cos_sin_cache.shape[-1] // 2
+    return rows[..., :h], rows[..., h:]
+
+
+def rope_cached_ref(q: torch.Tensor, k: torch.Tensor | None, positions: torch.Tensor,
+                    cos_sin_cache: torch.Tensor, rotary_dim: int, interleaved: bool):
+    """:func:`rope_ref` with the per-pair cos/sin rows of ``cos_sin_cache`` picked by ``positions``.
+
+    Args:
+        positions: integer, broadcastable to ``x.shape[:-1]``; cos_sin_cache: float32 (max_pos, rotary_dim).
+
+    Returns / Raises: as :func:`rope_ref`; IndexError for positions outside the table.
+    """
+    if cos_sin_cache.shape[-1] != rotary_dim:
+        raise ValueError(f"cos_sin_cache width {cos_sin_cache.shape[-1]} != rotary_dim {rotary_dim}")
+    c, s = cos_sin_from_cache(positions, cos_sin_cache)
+    return rope_ref(q, k, c, s, rotary_dim, interleaved, half_table=True)
+
+
 class ReferenceProvider(Provider):
     """Pure-torch implementations of every op (no library, any device, any dtype)."""
 
     name = "reference"
     library = None
-    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate"})
+    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample"})
 
     def rms_norm(self, x, weight, eps, offset):
         """See :func:`rms_norm_ref`."""
@@ -85,3 +155,19 @@ class ReferenceProvider(Provider):
     def sigmoid_gate(self, x, gate):
         """See :func:`sigmoid_gate_ref`."""
         return sigmoid_gate_ref(x, gate)
+
+    def rope(self, q, k, cos, sin, rotary_dim, interleaved, half_table):
+        """See :func:`rope_ref`."""
+        return rope_ref(q, k, cos, sin, rotary_dim, interleaved, half_table)
+
+    def rope_cached(self, q, k, positions, cos_sin_cache, rotary_dim, interleaved):
+        """See :func:`rope_cached_ref`."""
+        return rope_cached_ref(q, k, positions, cos_sin_cache, rotary_dim, interleaved)
+
+    def sample(self, scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value,
+               min_p, min_p_value, ban, is_probs, top_k_first):
+        """See :func:`rocm_inductor.providers.reference_sampling.sample_ref` (HF's chain, row by row)."""
+        from .reference_sampling import sample_ref
+
+        return sample_ref(scores, seed, temperature, temperature_value, top_k, top_k_value, top_p,
+                          top_p_value, min_p, min_p_value, ban, is_probs, top_k_first)

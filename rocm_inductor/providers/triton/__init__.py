@@ -22,7 +22,7 @@ class TritonProvider(Provider):
 
     name = "triton"
     library = "triton"
-    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate"})
+    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached"})
 
     def platform_ok(self, platform: Any) -> str | None:
         if platform.kind == "cpu" and not interpreting():
@@ -40,6 +40,8 @@ class TritonProvider(Provider):
             reason = self.kernels("rms_norm").check(spec)
         if reason is None and op == "sigmoid_gate":
             reason = self.kernels("sigmoid_gate").check(spec)
+        if reason is None and op in ("rope", "rope_cached"):
+            reason = self.kernels("rope").check(spec)
         return reason
 
     def rms_norm(self, x, weight, eps, offset):
@@ -53,3 +55,11 @@ class TritonProvider(Provider):
     def sigmoid_gate(self, x, gate):
         """See ``rocm_inductor.providers.triton.sigmoid_gate.sigmoid_gate``."""
         return self.kernels("sigmoid_gate").sigmoid_gate(x, gate)
+
+    def rope(self, q, k, cos, sin, rotary_dim, interleaved, half_table):
+        """See ``rocm_inductor.providers.triton.rope.rope``."""
+        return self.kernels("rope").rope(q, k, cos, sin, rotary_dim, interleaved, half_table)
+
+    def rope_cached(self, q, k, positions, cos_sin_cache, rotary_dim, interleaved):
+        """See ``rocm_inductor.providers.triton.rope.rope_cached``."""
+        return self.kernels("rope").rope_cached(q, k, positions, cos_sin_cache, rotary_dim, interleaved)
