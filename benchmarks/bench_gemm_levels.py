@@ -1,0 +1,273 @@
+"""Compile levels on a Llama-3.2-1B-shaped model: cold compile seconds and CUDA-graph step time.
+
+Configs (every one with CUDA graphs, so step times compare kernels, not Python):
+  inductor        torch.compile(mode="reduce-overhead")        Inductor defaults
+  inductor_ma     torch.compile(mode="max-autotune")           Triton GEMM templates tuned for every shape
+  rocm_fused_l1   backend="rocm_fused", level 1 (+cudagraphs)  our rewrites, Inductor defaults
+  rocm_fused_l2   backend="rocm_fused", level 2                our rewrites + max-autotune, ATen GEMMs for
+                                                               M <= aten_gemm_max_m (default 32)
+
+Model: ``LlamaForCausalLM`` from a transformers ``LlamaConfig`` with Llama-3.2-1B's shape (hidden 2048,
+16 layers, 32/8 heads, head_dim 64, MLP 8192, vocab 128256), random bf16 weights, SDPA. Decode bucket M =
+batch size B, one new token per sequence, ``StaticCache(max_cache_len)`` at position ``--pos``; prefill =
+one sequence of ``--prefill`` tokens. Each (config, bucket) is compiled from scratch (``torch._dynamo.reset()``,
+``force_disable_caches``, a fresh Inductor autotune selector); "compile s" is the wall time of the first
+call. Triton's own kernel cache lives in a temp dir made at start, so a kernel that repeats across runs
+is built once (this favours later runs slightly; runs go in the order given by ``--configs``).
+
+Budget: max-autotune costs ~80 s per bucket on the H200 (DEVICE.md), so by default it runs on
+``--autotune-buckets 8`` only (one decode bucket; prefill tuning is the same work level 2 does), and a run
+is skipped (marked "budget") once ``--budget-s`` (default 480 s) would be exceeded. Defaults fit one device
+call of < 9 minutes; widen with e.g. ``--buckets 1,2,4,8,16,32 --autotune-buckets 1,8,32`` over several calls.
+
+Writes ``gemm_levels.md`` and ``gemm_levels.csv`` to ``--out`` and prints the table last.
+``--tiny --device cpu`` is a smoke test of the script itself (2 layers, small dims, no CUDA graphs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton_gemm_levels_"))
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inductor_gemm_levels_"))
+
+import torch  # noqa: E402
+
+CONFIGS = ("inductor", "rocm_fused_l2", "inductor_ma", "rocm_fused_l1")
+
+
+def _ints(s: str) -> list[int]:
+    return [int(x) for x in s.split(",") if x.strip()]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="benchmarks/results")
+    p.add_argument("--buckets", default="1,8,32", help="decode batch sizes (GEMM M) for every config")
+    p.add_argument("--prefill", type=int, default=512, help="prefill tokens (0 = none); not for inductor_ma")
+    p.add_argument("--autotune-buckets", default="8", help="decode buckets that inductor_ma runs")
+    p.add_argument("--autotune-prefill", action="store_true", help="also run inductor_ma on the prefill")
+    p.add_argument("--configs", default=",".join(CONFIGS))
+    p.add_argument("--reps", type=int, default=50, help="steps per timing round")
+    p.add_argument("--rounds", type=int, default=3, help="timing rounds (median and spread reported)")
+    p.add_argument("--layers", type=int, default=16)
+    p.add_argument("--pos", type=int, default=512, help="decode position in the static cache")
+    p.add_argument("--max-cache-len", type=int, default=1024)
+    p.add_argument("--budget-s", type=float, default=480.0, help="skip runs once this much time is spent")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--tiny", action="store_true", help="small model (smoke test)")
+    return p.parse_args(argv)
+
+
+def build_model(args):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    if args.tiny:
+        cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, head_dim=16, vocab_size=256, max_position_embeddings=2048)
+    else:  # meta-llama/Llama-3.2-1B's config.json shape
+        cfg = LlamaConfig(hidden_size=2048, intermediate_size=8192, num_hidden_layers=args.layers,
+                          num_attention_heads=32, num_key_value_heads=8, head_dim=64, vocab_size=128256,
+                          max_position_embeddings=131072, rope_theta=500000.0, rms_norm_eps=1e-5,
+                          tie_word_embeddings=True)
+    cfg._attn_implementation = "sdpa"
+    dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
+    with torch.device(args.device):
+        prev = torch.get_default_dtype()
+        torch.set_default_dtype(dtype)
+        try:
+            model = LlamaForCausalLM(cfg).eval()
+        finally:
+            torch.set_default_dtype(prev)
+    return model, cfg, dtype
+
+
+def make_inputs(model, cfg, dtype, args, batch: int, seq: int):
+    """(step_fn, inputs) for one bucket: ``batch`` sequences of ``seq`` new tokens at ``--pos`` (or 0)."""
+    from transformers import StaticCache
+
+    dev = args.device
+    pos0 = 0 if seq > 1 else min(args.pos, args.max_cache_len - 1)
+    cache = StaticCache(config=cfg, max_cache_len=args.max_cache_len)
+    if hasattr(cache, "early_initialization"):  # allocate outside the compiled region
+        cache.early_initialization(batch, cfg.num_key_value_heads, cfg.head_dim, dtype, torch.device(dev))
+    ids = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev)
+    cache_position = torch.arange(pos0, pos0 + seq, device=dev)
+    position_ids = cache_position.unsqueeze(0).expand(batch, seq)
+
+    def step(input_ids, position_ids, cache_position):
+        return model(input_ids=input_ids, position_ids=position_ids, cache_position=cache_position,
+                     past_key_values=cache, use_cache=True).logits
+
+    return step, (ids, position_ids, cache_position)
+
+
+def compile_fn(name: str, step, cuda: bool):
+    graphs = cuda
+    if name == "inductor":
+        return torch.compile(step, mode="reduce-overhead" if graphs else None, fullgraph=True, dynamic=False)
+    if name == "inductor_ma":
+        return torch.compile(step, mode="max-autotune" if graphs else "max-autotune-no-cudagraphs",
+                             fullgraph=True, dynamic=False)
+    level = {"rocm_fused_l1": 1, "rocm_fused_l2": 2}[name]
+    return torch.compile(step, backend="rocm_fused", options={"level": level, "cudagraphs": graphs},
+                         fullgraph=True, dynamic=False)
+
+
+def _fresh_compile_state():
+    torch._dynamo.reset()
+    try:
+        from torch._inductor import select_algorithm
+
+        select_algorithm._ALGORITHM_SELECTOR_CACHE = None  # no in-memory autotune results across runs
+    except Exception:
+        pass
+
+
+def time_steps(fn, inputs, args) -> list[float]:
+    """Per-step microseconds, one value per round (CUDA events around ``reps`` graph replays)."""
+    cuda = args.device == "cuda"
+    mark = getattr(torch.compiler, "cudagraph_mark_step_begin", lambda: None)
+    for _ in range(3):  # warm-up: cudagraph trees record on the 2nd/3rd call
+        mark()
+        fn(*inputs)
+    out = []
+    for _ in range(args.rounds):
+        if cuda:
+            torch.cuda.synchronize()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(args.reps):
+                mark()
+                fn(*inputs)
+            b.record()
+            torch.cuda.synchronize()
+            out.append(a.elapsed_time(b) * 1e3 / args.reps)
+        else:
+            t = time.perf_counter()
+            for _ in range(args.reps):
+                fn(*inputs)
+            out.append((time.perf_counter() - t) * 1e6 / args.reps)
+    return out
+
+
+def run_one(name, model, cfg, dtype, args, batch, seq):
+    from torch._dynamo.utils import counters
+
+    from rocm_inductor.report import clear_reports, reports
+
+    _fresh_compile_state()
+    clear_reports()
+    step, inputs = make_inputs(model, cfg, dtype, args, batch, seq)
+    fn = compile_fn(name, step, args.device == "cuda")
+    tuned0 = counters["inductor"]["select_algorithm_autotune"]
+    with torch._inductor.config.patch(force_disable_caches=True), torch.no_grad():
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn(*inputs)
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+        compile_s = time.perf_counter() - t0
+        tuned = counters["inductor"]["select_algorithm_autotune"] - tuned0
+        us = time_steps(fn, inputs, args)
+    gemms = [g for r in reports() for g in r.gemms]
+    return dict(compile_s=compile_s, step_us=statistics.median(us), spread_us=max(us) - min(us),
+                autotuned=tuned, aten_only=sum(g.aten_only for g in gemms), gemms_seen=len(gemms))
+
+
+def plan(args) -> list[tuple[str, str, int, int]]:
+    """(config, bucket label, batch, seq) in run order: per bucket, every config that runs it."""
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    unknown = sorted(set(configs) - set(CONFIGS))
+    if unknown:
+        raise SystemExit(f"unknown config(s) {unknown}; valid: {list(CONFIGS)}")
+    ma = set(_ints(args.autotune_buckets))
+    runs = []
+    for b in _ints(args.buckets):
+        for c in configs:
+            if c != "inductor_ma" or b in ma:
+                runs.append((c, f"decode M={b}", b, 1))
+    for b in sorted(ma - set(_ints(args.buckets))):
+        if "inductor_ma" in configs:
+            runs.append(("inductor_ma", f"decode M={b}", b, 1))
+    if args.prefill:
+        for c in configs:
+            if c != "inductor_ma" or args.autotune_prefill:
+                runs.append((c, f"prefill M={args.prefill}", 1, args.prefill))
+    return runs
+
+
+def versions() -> str:
+    import transformers
+    import triton
+
+    dev = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    return (f"torch {torch.__version__}, triton {triton.__version__}, transformers {transformers.__version__}, "
+            f"{dev}")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("no CUDA/ROCm device; use --device cpu --tiny for a smoke test", file=sys.stderr)
+        return 1
+    start = time.perf_counter()
+    model, cfg, dtype = build_model(args)
+    rows = []
+    for name, label, batch, seq in plan(args):
+        spent = time.perf_counter() - start
+        # a max-autotune run costs ~80 s on the H200, the others ~20-40 s (DEVICE.md)
+        cost = 90.0 if (name == "inductor_ma" or (name == "rocm_fused_l2" and seq > 1)) else 35.0
+        if args.tiny:
+            cost = 0.0
+        row = dict(config=name, bucket=label)
+        if spent + cost > args.budget_s:
+            row.update(status="skipped (budget)")
+        else:
+            try:
+                row.update(run_one(name, model, cfg, dtype, args, batch, seq), status="ok")
+            except Exception as e:  # one failing config must not lose the others' numbers
+                row.update(status=f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+        rows.append(row)
+        print(f"[{time.perf_counter() - start:6.0f}s] {name:<14} {label:<16} {row}", flush=True)
+    write(rows, args)
+    return 0
+
+
+def write(rows, args) -> None:
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    keys = ["config", "bucket", "status", "compile_s", "step_us", "spread_us", "autotuned", "aten_only",
+            "gemms_seen"]
+    with open(out / "gemm_levels.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r.get(k, "") for k in keys})
+    fmt = lambda v, p: "" if v is None or v == "" else f"{v:.{p}f}"
+    lines = [f"# GEMM levels ({versions()})", "",
+             f"layers={args.layers if not args.tiny else 2}, pos={args.pos}, max_cache_len={args.max_cache_len}, "
+             f"reps={args.reps} x rounds={args.rounds}; step = median over rounds (spread = max - min); "
+             "autotuned = GEMMs Inductor benchmarked (select_algorithm_autotune); aten_only = GEMMs the "
+             "level-2 override kept on ATen.", "",
+             "| bucket | config | compile s | step us | spread us | autotuned | aten_only | status |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['bucket']} | {r['config']} | {fmt(r.get('compile_s'), 1)} | "
+                     f"{fmt(r.get('step_us'), 1)} | {fmt(r.get('spread_us'), 1)} | {r.get('autotuned', '')} | "
+                     f"{r.get('aten_only', '')} | {r['status']} |")
+    text = "\n".join(lines) + "\n"
+    (out / "gemm_levels.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
