@@ -1,0 +1,311 @@
+"""Norm providers through PlatformDispatch: CPU stand-ins for flashinfer / the AMD fork / aiter, drift, GPU.
+
+The stand-in modules record their calls and compute the reference, so the tests check which provider is
+chosen on each platform, with which arguments it is called, and what happens when an import fails. ROCm
+providers are verified on these CPU stand-ins only.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+import torch
+from graph_utils import compile_run
+from norm_spellings import SPELLINGS, FunctionalRMSNorm, PreNorm, Single
+
+import rocm_inductor.platform as platform_mod
+from rocm_inductor import Platform, PlatformDispatch
+from rocm_inductor.ops.rms_norm import norm_spec
+from rocm_inductor.providers.reference import fused_add_rms_norm_ref, rms_norm_ref
+
+RMS = "rocm_fused.rms_norm.default"
+FUSED = "rocm_fused.fused_add_rms_norm.default"
+
+
+def _flashinfer_standin(calls: list, with_backend: bool = False) -> types.ModuleType:
+    """A ``flashinfer`` module whose norm functions record calls and compute the reference in place."""
+    fi = types.ModuleType("flashinfer")
+    fi.__version__ = "0.5.3+standin"
+    norm = types.ModuleType("flashinfer.norm")
+
+    def make(name, offset):
+        if with_backend:
+            def rmsnorm(input, weight, eps=1e-6, out=None, enable_pdl=None, backend="auto"):
+                calls.append((name, input.shape, weight.dtype, eps, backend))
+                return rms_norm_ref(input, weight, eps, offset)
+        else:
+            def rmsnorm(input, weight, eps=1e-6, out=None, enable_pdl=None):
+                calls.append((name, input.shape, weight.dtype, eps))
+                return rms_norm_ref(input, weight, eps, offset)
+        return rmsnorm
+
+    def make_fused(name, offset):
+        def run(input, residual, weight, eps, backend):
+            calls.append((name, input.shape, weight.dtype, eps, backend))
+            y, s = fused_add_rms_norm_ref(input, residual, weight, eps, offset)
+            input.copy_(y)
+            residual.copy_(s)
+
+        if with_backend:
+            def fused_add_rmsnorm(input, residual, weight, eps=1e-6, enable_pdl=None, backend="auto"):
+                run(input, residual, weight, eps, backend)
+        else:
+            def fused_add_rmsnorm(input, residual, weight, eps=1e-6, enable_pdl=None):
+                run(input, residual, weight, eps, None)
+        return fused_add_rmsnorm
+
+    norm.rmsnorm = make("rmsnorm", 0.0)
+    norm.gemma_rmsnorm = make("gemma_rmsnorm", 1.0)
+    norm.fused_add_rmsnorm = make_fused("fused_add_rmsnorm", 0.0)
+    norm.gemma_fused_add_rmsnorm = make_fused("gemma_fused_add_rmsnorm", 1.0)
+    fi.norm = norm
+    return fi
+
+
+def _aiter_standin(calls: list) -> types.ModuleType:
+    ai = types.ModuleType("aiter")
+    ai.__version__ = "0.1.7+standin"
+
+    def rms_norm(input, weight, epsilon, use_model_sensitive_rmsnorm=0):
+        calls.append(("rms_norm", input.shape, epsilon))
+        return rms_norm_ref(input, weight, epsilon, 0.0)
+
+    def rmsnorm2d_fwd_with_add(out, input, residual_in, residual_out, weight, *, epsilon, **kw):
+        calls.append(("rmsnorm2d_fwd_with_add", input.shape, epsilon, sorted(kw)))
+        y, s = fused_add_rms_norm_ref(input, residual_in, weight, epsilon, 0.0)
+        out.copy_(y)
+        residual_out.copy_(s)
+
+    ai.rms_norm, ai.rmsnorm2d_fwd_with_add = rms_norm, rmsnorm2d_fwd_with_add
+    return ai
+
+
+@pytest.fixture
+def on(monkeypatch):
+    """``on("cuda", "sm_90")`` makes PlatformDispatch see that platform (tensors stay on CPU)."""
+
+    def set_platform(kind, arch=None):
+        monkeypatch.setattr(platform_mod, "detect_platform", lambda: Platform(kind, arch, "stand-in"))
+        PlatformDispatch.reset_all()
+
+    return set_platform
+
+
+def _spec(dtype=torch.bfloat16, wdtype=torch.bfloat16, h=64, fused=False, offset=0.0):
+    x, w = torch.empty(2, h, dtype=dtype), torch.empty(h, dtype=wdtype)
+    return norm_spec(x, w, offset, fused)
+
+
+def test_cpu_has_no_default_provider_and_pass_is_off():
+    assert PlatformDispatch.platform().kind == "cpu" or torch.cuda.is_available()
+    if torch.cuda.is_available():
+        pytest.skip("CPU-only behaviour")
+    assert PlatformDispatch.choose("rms_norm", _spec()).provider is None
+    m = Single(SPELLINGS["hf_llama"]().to(torch.bfloat16))
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    _, (g,) = compile_run(m, x, x, options={"provider": None})
+    assert g.after[RMS] == 0 and "rms_norm" in g.report.passes_skipped
+
+
+def test_cuda_picks_flashinfer_and_calls_it(on, monkeypatch):
+    calls: list = []
+    monkeypatch.setitem(sys.modules, "flashinfer", _flashinfer_standin(calls))
+    on("cuda", "sm_90")
+    assert PlatformDispatch.choose("rms_norm", _spec()).provider == "flashinfer"
+    m = PreNorm(SPELLINGS["hf_llama"]).to(torch.bfloat16)
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    out, (g,) = compile_run(m, x, x, options={"provider": None})
+    assert (g.after[FUSED], g.after[RMS]) == (2, 1)
+    assert g.report.providers() == {"fused_add_rms_norm": ["flashinfer"], "rms_norm": ["flashinfer"]}
+    names = sorted(c[0] for c in calls)
+    assert names == ["fused_add_rmsnorm", "fused_add_rmsnorm", "rmsnorm"]
+    assert all(c[1] == (3, 64) and c[2] == torch.bfloat16 and c[3] == pytest.approx(1e-5) for c in calls)
+    torch.testing.assert_close(out, m(x, x), rtol=2e-2, atol=2e-2)
+
+
+def test_gemma_goes_to_gemma_kernels(on, monkeypatch):
+    calls: list = []
+    monkeypatch.setitem(sys.modules, "flashinfer", _flashinfer_standin(calls))
+    on("cuda", "sm_90")
+    m = PreNorm(SPELLINGS["gemma"]).to(torch.bfloat16)
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    compile_run(m, x, x, options={"provider": None})
+    assert sorted(c[0] for c in calls) == ["gemma_fused_add_rmsnorm", "gemma_fused_add_rmsnorm", "gemma_rmsnorm"]
+
+
+def test_flashinfer_rejects_fp32_weight_with_reason(on, monkeypatch):
+    """F.rms_norm with an fp32 weight on bf16 input: FlashInfer would read the weight as bf16 (garbage)."""
+    monkeypatch.setitem(sys.modules, "flashinfer", _flashinfer_standin([]))
+    on("cuda", "sm_90")
+    m = Single(FunctionalRMSNorm()).to(torch.bfloat16)
+    m.n.weight.data = m.n.weight.data.float()
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    out, (g,) = compile_run(m, x, x, options={"provider": "flashinfer", "strict": True})
+    assert g.after[RMS] == 0
+    (miss,) = g.report.near_misses
+    assert "weight is float32, input bfloat16; FlashInfer needs equal dtypes" in miss.reason
+    # without forcing, the next provider (Triton) takes it
+    choice = PlatformDispatch.choose("rms_norm", _spec(wdtype=torch.float32))
+    assert choice.provider == "triton" and "FlashInfer needs equal dtypes" in choice.why_not
+
+
+def test_missing_flashinfer_falls_back_to_triton(on, monkeypatch):
+    monkeypatch.setitem(sys.modules, "flashinfer", None)  # import raises ImportError
+    on("cuda", "sm_90")
+    choice = PlatformDispatch.choose("fused_add_rms_norm", _spec(fused=True))
+    assert choice.provider == "triton"
+    assert "import flashinfer failed" in choice.why_not
+
+
+def test_rocm_gfx942_picks_the_fork_with_native_backend(on, monkeypatch):
+    calls: list = []
+    monkeypatch.setitem(sys.modules, "flashinfer", _flashinfer_standin(calls, with_backend=True))
+    on("rocm", "gfx942")
+    assert PlatformDispatch.choose("rms_norm", _spec()).provider == "amd_flashinfer"
+    m = PreNorm(SPELLINGS["hf_llama"]).to(torch.bfloat16)
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    _, (g,) = compile_run(m, x, x, options={"provider": None})
+    assert g.report.providers() == {"fused_add_rms_norm": ["amd_flashinfer"], "rms_norm": ["amd_flashinfer"]}
+    assert calls and all(c[-1] == "native" for c in calls)
+
+
+def test_rocm_fork_import_error_on_other_arch_falls_back(on, monkeypatch, tmp_path):
+    """The fork raises RuntimeError at import on an unsupported arch: treated as unavailable."""
+    pkg = tmp_path / "flashinfer"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise RuntimeError('amd-flashinfer supports gfx942/gfx950 only')\n")
+    monkeypatch.delitem(sys.modules, "flashinfer", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    on("rocm", "gfx942")
+    choice = PlatformDispatch.choose("rms_norm", _spec())
+    assert choice.provider == "triton"
+    assert "RuntimeError" in choice.why_not
+    on("rocm", "gfx1100")
+    assert "supports ('gfx942', 'gfx950') only" in PlatformDispatch.choose("rms_norm", _spec()).why_not
+
+
+def test_aiter_is_never_the_default_but_can_be_forced(on, monkeypatch):
+    calls: list = []
+    monkeypatch.setitem(sys.modules, "flashinfer", None)
+    monkeypatch.setitem(sys.modules, "aiter", _aiter_standin(calls))
+    on("rocm", "gfx942")
+    assert PlatformDispatch.choose("fused_add_rms_norm", _spec(fused=True)).provider == "triton"
+    m = PreNorm(SPELLINGS["hf_llama"]).to(torch.bfloat16)
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    out, (g,) = compile_run(m, x, x, options={"provider": "aiter"})
+    assert (g.after[FUSED], g.after[RMS]) == (2, 1)
+    assert sorted(c[0] for c in calls) == ["rms_norm", "rmsnorm2d_fwd_with_add", "rmsnorm2d_fwd_with_add"]
+    assert all(c[2] == pytest.approx(1e-5) for c in calls)
+    torch.testing.assert_close(out, m(x, x), rtol=2e-2, atol=2e-2)
+    # documented limits: odd hidden sizes and Gemma are refused
+    assert "multiple of 8" in PlatformDispatch.choose("rms_norm", _spec(h=769), "aiter").why_not
+    assert "Gemma" in PlatformDispatch.choose("rms_norm", _spec(offset=1.0), "aiter").why_not
+
+
+def test_reset_all_forgets_cached_choices(on, monkeypatch):
+    monkeypatch.setitem(sys.modules, "flashinfer", None)
+    on("cuda", "sm_90")
+    assert PlatformDispatch.choose("rms_norm", _spec()).provider == "triton"
+    monkeypatch.setitem(sys.modules, "flashinfer", _flashinfer_standin([]))
+    assert PlatformDispatch.choose("rms_norm", _spec()).provider == "triton"  # cached
+    PlatformDispatch.reset_all()
+    assert PlatformDispatch.choose("rms_norm", _spec()).provider == "flashinfer"
+
+
+def test_provider_failing_at_runtime_is_not_hidden(on, monkeypatch):
+    """A kernel that raises at run time surfaces to the caller (no silent wrong values)."""
+    fi = _flashinfer_standin([])
+
+    def broken(*a, **k):
+        raise RuntimeError("kernel exploded")
+
+    fi.norm.rmsnorm = broken
+    monkeypatch.setitem(sys.modules, "flashinfer", fi)
+    on("cuda", "sm_90")
+    x, w = torch.randn(2, 64, dtype=torch.bfloat16), torch.ones(64, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="kernel exploded"):
+        torch.ops.rocm_fused.rms_norm(x, w, 1e-6, 0.0, "flashinfer")
+
+
+def _drift(provider: str, device: str, layers: int = 64, hidden: int = 4096, rows: int = 4) -> tuple[float, float]:
+    """Relative change of the residual's RMS after ``layers`` fused add+norm layers: (ours, eager bf16),
+    each measured against the same chain in float32."""
+    g = torch.Generator().manual_seed(0)
+    x0 = torch.randn(rows, hidden, generator=g).to(device)
+    ws = [(1 + 0.01 * torch.randn(hidden, generator=g)).to(device) for _ in range(layers)]
+    deltas = [0.1 * torch.randn(rows, hidden, generator=g).to(device) for _ in range(layers)]
+
+    def chain(dtype, step):
+        h, r = deltas[0].to(dtype), x0.to(dtype)
+        for i in range(layers):
+            y, r = step(h, r, ws[i].to(dtype))
+            h = (deltas[i] + 0.01 * y.float()).to(dtype)
+        return r.double()
+
+    def eager(h, r, w):
+        s = h + r
+        return rms_norm_ref(s, w, 1e-6, 0.0), s
+
+    def ours(h, r, w):
+        return torch.ops.rocm_fused.fused_add_rms_norm(h, r, w, 1e-6, 0.0, provider)
+
+    rms = lambda t: float(t.pow(2).mean().sqrt())
+    ref = rms(chain(torch.float32, eager))
+    return rms(chain(torch.bfloat16, ours)) / ref - 1, rms(chain(torch.bfloat16, eager)) / ref - 1
+
+
+@pytest.mark.parametrize("provider", ["reference", "triton"])
+def test_drift_64_layers_cpu(provider):
+    ours, eager = _drift(provider, "cpu", hidden=4096 if provider == "reference" else 1024)
+    assert abs(ours) <= abs(eager) + 1e-4, (ours, eager)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("provider", ["triton", "flashinfer"])
+def test_drift_64_layers_gpu(provider):
+    if provider == "flashinfer":
+        pytest.importorskip("flashinfer")
+    ours, eager = _drift(provider, "cuda")
+    assert abs(ours) <= abs(eager) + 1e-4, (ours, eager)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("provider", ["triton", "flashinfer"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(1, 2048), (33, 4096), (512, 8192), (7, 769)])
+@pytest.mark.parametrize("offset", [0.0, 1.0])
+def test_gpu_provider_matches_reference(provider, dtype, shape, offset):
+    if provider == "flashinfer":
+        pytest.importorskip("flashinfer")
+    torch.manual_seed(0)
+    x = torch.randn(shape, dtype=dtype, device="cuda") * 2
+    r = torch.randn(shape, dtype=dtype, device="cuda")
+    w = (1 + 0.1 * torch.randn(shape[-1], device="cuda")).to(dtype)
+    ref64 = x.double() * torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + 1e-6) * (w.double() + offset)
+    eager = rms_norm_ref(x, w, 1e-6, offset)
+    y = torch.ops.rocm_fused.rms_norm(x, w, 1e-6, offset, provider)
+    ulp = torch.finfo(dtype).eps
+    err = lambda a: float((a.double() - ref64).abs().max() / ref64.abs().max())
+    assert err(y) <= err(eager) + ulp
+    y2, s2 = torch.ops.rocm_fused.fused_add_rms_norm(x, r, w, 1e-6, offset, provider)
+    ye, se = fused_add_rms_norm_ref(x, r, w, 1e-6, offset)
+    torch.testing.assert_close(s2, se, rtol=0, atol=0)
+    torch.testing.assert_close(y2, ye, rtol=2 * ulp, atol=2 * ulp)
+
+
+@pytest.mark.gpu
+def test_gpu_hf_llama_compiled_with_real_kernels():
+    """The tiny-Llama path on the GPU with the platform's default provider (FlashInfer if installed)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    model = LlamaForCausalLM(cfg).to("cuda", torch.bfloat16).eval()
+    ids = torch.randint(0, 256, (2, 16), device="cuda")
+    out, seen = compile_run(lambda i: model(i).logits, ids, options={"provider": None})
+    assert sum(g.after[FUSED] for g in seen) == 4 and sum(g.after[RMS] for g in seen) == 1
+    with torch.no_grad():
+        eager = model(ids).logits
+    assert float((out - eager).abs().max()) < 0.1
