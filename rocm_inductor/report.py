@@ -75,7 +75,8 @@ class Match:
     Attributes:
         pass_name: the pass (``"rms_norm"``); op: the custom op (``"fused_add_rms_norm"``);
         provider: the provider baked in; shape/dtype: of the op's main input; location: ``file.py:line``
-        of the user's code when the node's stack trace has it.
+        of the user's code when the node's stack trace has it; note: why better-ranked providers were
+        skipped (``"flashinfer: weight is float32, ..."``), empty when the first choice took it.
     """
 
     pass_name: str
@@ -84,6 +85,7 @@ class Match:
     shape: str = ""
     dtype: str = ""
     location: str = ""
+    note: str = ""
 
 
 @dataclasses.dataclass
@@ -184,7 +186,7 @@ class GraphReport:
         return _from_dict(cls, d)
 
     def __str__(self) -> str:
-        rows = [("match", m.pass_name, m.op, m.provider, m.dtype, m.shape, m.location, "")
+        rows = [("match", m.pass_name, m.op, m.provider, m.dtype, m.shape, m.location, m.note)
                 for m in self.matches]
         rows += [("miss", n.pass_name, n.what, "-", "", "", n.location, n.reason) for n in self.near_misses]
         rows += [("off", name, "", "", "", "", "", why) for name, why in self.passes_skipped.items()]
@@ -289,8 +291,8 @@ def emit(rep: GraphReport) -> None:
     log.info("%s", rep.summary())
     if log.isEnabledFor(logging.DEBUG):
         for m in rep.matches:
-            log.debug("match %s %s provider=%s %s %s at %s", m.pass_name, m.op, m.provider, m.dtype, m.shape,
-                      m.location)
+            log.debug("match %s %s provider=%s %s %s at %s%s", m.pass_name, m.op, m.provider, m.dtype, m.shape,
+                      m.location, f" ({m.note})" if m.note else "")
         for n in rep.near_misses:
             log.debug("near-miss %s %s at %s: %s", n.pass_name, n.what, n.location, n.reason)
 

@@ -166,6 +166,11 @@ def test_explain_match_near_miss_and_layernorm(stand_in_flashinfer):
     again = explain(m, x, dry_run=True, options={"provider": "flashinfer"})
     assert len(again) == 1 and again[0].graph_id != rep[0].graph_id
     assert [(n.what, n.reason) for n in again.near_misses] == [(miss.what, miss.reason)]
+    # Not forced: the platform order (flashinfer, then triton) takes both; the report says why not FlashInfer
+    auto = explain(m, x, dry_run=True)
+    assert sorted(mm.provider for mm in auto.matches) == ["flashinfer", "triton"] and not auto.near_misses
+    (fallback,) = [mm for mm in auto.matches if mm.provider == "triton"]
+    assert "flashinfer: weight is float32, input bfloat16" in fallback.note and fallback.note in str(auto)
 
 
 def test_report_json_round_trip():

@@ -54,7 +54,12 @@ class PassContext:
         return PlatformDispatch.choose(op, spec, self.options.provider_for(op))
 
     def matched(self, anchor: str, m: Match) -> None:
-        """Record a rewrite anchored at node ``anchor`` (drops any earlier near-miss of that anchor)."""
+        """Record a rewrite anchored at node ``anchor`` (drops any earlier near-miss of that anchor).
+
+        When ``m.note`` is empty it gets why better-ranked providers were skipped (from ``pending``).
+        """
+        if not m.note and self.pending is not None and self.pending.provider == m.provider:
+            m.note = "; ".join(self.pending.reasons)
         self._matched.add(anchor)
         self._near.pop(anchor, None)
         self.report.matches.append(m)
