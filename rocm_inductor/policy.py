@@ -17,12 +17,19 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         "fused_add_rms_norm": ("amd_flashinfer", "triton"),
         # Neither the fork nor AITER has a sigmoid gate (KERNELS.md): our Triton kernel only.
         "sigmoid_gate": ("triton",),
+        # sample: the fork's sampler when it takes device seed/offset (0.6.18+amd) or outside capture, then
+        # our capture-safe Triton kernel. AITER's samplers take no seed: never a default (issue 5).
+        "sample": ("amd_flashinfer", "triton"),
     },
     "cuda": {
         "rms_norm": ("flashinfer", "triton"),
         "fused_add_rms_norm": ("flashinfer", "triton"),
         # FlashInfer has no sigmoid gate: our Triton kernel only.
         "sigmoid_gate": ("triton",),
+        # sample: FlashInfer 0.5.3 top_k_top_p_sampling_from_logits 225/286/351 us vs eager HF 513/775/1507 us
+        #   at B=1/16/64, V=151936 (DEVICE.md, H200); refused under CUDA graphs unless it takes seed/offset
+        #   tensors (>= 0.6.5). Then our Triton kernel (not yet measured: benchmarks/bench_sampling.py).
+        "sample": ("flashinfer", "triton"),
     },
     "cpu": {},
 }
@@ -35,7 +42,9 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     # sigmoid_gate, cuda: OFF until benchmarks/bench_sigmoid_gate.py on the H200 shows the op beating
     #   Inductor's fused elementwise kernel at (1|32|2048 tokens x 4096|8192) bf16; an extern op also blocks
     #   Inductor from fusing the gate's producers (the reshape copies) into it.
-    "rocm": {"rms_norm": True, "sigmoid_gate": True},
-    "cuda": {"rms_norm": True, "sigmoid_gate": False},
+    # sampling: on. Eager HF chain 0.5-1.5 ms at V=151936 on the H200 and Inductor crashed on it with a
+    #   dynamic batch (DEVICE.md); ROCm follows the same reasoning, not measured there.
+    "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True},
+    "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": True},
     "cpu": {},
 }

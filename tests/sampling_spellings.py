@@ -29,7 +29,8 @@ def hf_top_p(scores: torch.Tensor, top_p: float, min_tokens_to_keep: int = 1) ->
 
 
 def hf_sampler(temperature: float | None = None, top_k: int = 0, top_p: float = 1.0,
-               top_p_first: bool = False, eos: list[int] | None = None, min_tokens_to_keep: int = 1, last_position: bool = True):
+               top_p_first: bool = False, eos: list[int] | None = None, min_tokens_to_keep: int = 1,
+               last_position: bool = True):
     """HF generate's sampling step: [EOS floor] -> [/T] -> top-k -> top-p (or top-p first) -> multinomial.
 
     Like ``generate``, a filter whose value turns it off (top_k = 0, top_p = 1.0, T = 1.0) is not applied.

@@ -7,4 +7,5 @@ calls that provider (``rocm_inductor.providers``). Importing this package regist
 
 from . import rms_norm  # noqa: F401  (registers rocm_fused::rms_norm, rocm_fused::fused_add_rms_norm)
 from . import rope  # noqa: F401  (registers rocm_fused::rope, rocm_fused::rope_cached)
+from . import sampling  # noqa: F401  (registers rocm_fused::sample)
 from . import sigmoid_gate  # noqa: F401  (registers rocm_fused::sigmoid_gate)

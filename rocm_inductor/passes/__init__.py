@@ -13,9 +13,10 @@ import functools
 def _passes() -> tuple:
     from .rms_norm import RMSNormPass
     from .rope import RoPEPass
+    from .sampling import SamplingPass
     from .sigmoid_gate import SigmoidGatePass
 
-    return (RMSNormPass(), RoPEPass(), SigmoidGatePass())
+    return (RMSNormPass(), RoPEPass(), SigmoidGatePass(), SamplingPass())
 
 
 def all_passes() -> tuple:

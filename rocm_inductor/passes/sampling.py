@@ -22,8 +22,8 @@ walk stops there and everything above stays in Inductor; a sort + cumsum left ab
 reported as a near-miss. The replacement draws its seed in the graph (``aten.randint``, a fallback that
 uses torch's device generator, which CUDA/HIP graphs advance on each replay).
 
-    s ─► [ /T ] ─► [top-k] ─► [top-p] ─► softmax ─► multinomial     s ─┐
-                                                                       ├─► rocm_fused::sample(s, seed, T, k, p)
+    s ─► [ /T ] ─► [top-k] ─► [top-p] ─► softmax ─► multinomial     s ─┐                   ...)
+                                                                       ├─► rocm_fused::sample(s, seed, T, k, p
                                  randint(0, 2^31 - 1, (1,)) ─► seed ───┘
 """
 

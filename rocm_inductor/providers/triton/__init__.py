@@ -22,7 +22,7 @@ class TritonProvider(Provider):
 
     name = "triton"
     library = "triton"
-    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached"})
+    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample"})
 
     def platform_ok(self, platform: Any) -> str | None:
         if platform.kind == "cpu" and not interpreting():
@@ -42,6 +42,8 @@ class TritonProvider(Provider):
             reason = self.kernels("sigmoid_gate").check(spec)
         if reason is None and op in ("rope", "rope_cached"):
             reason = self.kernels("rope").check(spec)
+        if reason is None and op == "sample":
+            reason = self.kernels("sampling").check(spec)
         return reason
 
     def rms_norm(self, x, weight, eps, offset):
@@ -63,3 +65,10 @@ class TritonProvider(Provider):
     def rope_cached(self, q, k, positions, cos_sin_cache, rotary_dim, interleaved):
         """See ``rocm_inductor.providers.triton.rope.rope_cached``."""
         return self.kernels("rope").rope_cached(q, k, positions, cos_sin_cache, rotary_dim, interleaved)
+
+    def sample(self, scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value,
+               min_p, min_p_value, ban, is_probs, top_k_first):
+        """See ``rocm_inductor.providers.triton.sampling.sample`` (capture-safe: seed read on device)."""
+        return self.kernels("sampling").sample(scores, seed, temperature, temperature_value, top_k, top_k_value,
+                                               top_p, top_p_value, min_p, min_p_value, ban, is_probs,
+                                               top_k_first)

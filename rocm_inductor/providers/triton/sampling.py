@@ -233,7 +233,8 @@ def _sample_kernel(
 
 
 def sample(scores: torch.Tensor, seed: torch.Tensor, temperature: torch.Tensor | None,
-           temperature_value: float, top_k: torch.Tensor | None, top_k_value: int, top_p: torch.Tensor | None, top_p_value: float,
+           temperature_value: float, top_k: torch.Tensor | None, top_k_value: int,
+           top_p: torch.Tensor | None, top_p_value: float,
            min_p: torch.Tensor | None, min_p_value: float, ban: torch.Tensor | None, is_probs: bool,
            top_k_first: bool) -> torch.Tensor:
     """Launch the sampler; arguments as ``rocm_inductor.ops.sampling.sample`` (validated there).
