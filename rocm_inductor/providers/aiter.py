@@ -22,7 +22,7 @@ class AiterProvider(Provider):
 
     name = "aiter"
     library = "aiter"
-    ops = frozenset({"rms_norm", "fused_add_rms_norm"})
+    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sample"})
 
     def platform_ok(self, platform: Any) -> str | None:
         if platform.kind != "rocm":
@@ -33,6 +33,12 @@ class AiterProvider(Provider):
         reason = super().check(op, spec)
         if reason is not None:
             return reason
+        if op == "sample":
+            from ._vendor_sampling import aiter_sampler, check_sample
+
+            if spec.get("cudagraphs"):
+                return "aiter's samplers take no seed (host generator state): never under graph capture"
+            return check_sample("aiter", aiter_sampler(self.lib()), spec, seeded=False)
         dt, wdt, hidden = spec["dtype"], spec.get("weight_dtype"), spec.get("hidden")
         if dt not in HALF_DTYPES:
             return f"aiter norm kernels take float16/bfloat16 only, input is {_n(dt)}"
@@ -60,3 +66,14 @@ class AiterProvider(Provider):
         if x2.numel():
             self.lib().rmsnorm2d_fwd_with_add(out, x2, r2, res_out, weight, epsilon=eps)
         return out.view(shape), res_out.view(shape)
+
+    def sample(self, scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value,
+               min_p, min_p_value, ban, is_probs, top_k_first):
+        """AITER's ``top_k_top_p_sampling_from_probs`` behind our op's semantics (no seed: never under
+        capture; ``seed`` is ignored). Only when forced; unverified on hardware."""
+        from ._vendor_sampling import aiter_sample, aiter_sampler
+
+        if (min_p is not None or min_p_value > 0.0) or not top_k_first:
+            raise ValueError("aiter: min-p and top-p-first are not supported (check() refuses them)")
+        return aiter_sample(aiter_sampler(self.lib()), scores, temperature, temperature_value, top_k,
+                            top_k_value, top_p, top_p_value, ban, is_probs)

@@ -22,7 +22,7 @@ class FlashInferProvider(Provider):
 
     name = "flashinfer"
     library = "flashinfer"
-    ops = frozenset({"rms_norm", "fused_add_rms_norm"})
+    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sample"})
     label = "FlashInfer"
 
     def platform_ok(self, platform: Any) -> str | None:
@@ -34,7 +34,23 @@ class FlashInferProvider(Provider):
         reason = super().check(op, spec)
         if reason is None and op in ("rms_norm", "fused_add_rms_norm"):
             reason = check_half_same_dtype_weight(self.label, spec)
+        if reason is None and op == "sample":
+            from ._vendor_sampling import check_sample, takes
+
+            fn = getattr(getattr(self.lib(), "sampling", None), "top_k_top_p_sampling_from_logits", None)
+            reason = check_sample(self.label, fn, spec, seeded=takes(fn, "seed") and takes(fn, "offset"))
         return reason
+
+    def sample(self, scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value,
+               min_p, min_p_value, ban, is_probs, top_k_first):
+        """``top_k_top_p_sampling_from_logits`` (top_k_first) behind our op's semantics; see
+        ``rocm_inductor.providers._vendor_sampling`` (seed/offset tensors when the release takes them)."""
+        from ._vendor_sampling import flashinfer_sample
+
+        if (min_p is not None or min_p_value > 0.0) or not top_k_first:
+            raise ValueError(f"{self.name}: min-p and top-p-first are not supported (check() refuses them)")
+        return flashinfer_sample(self.lib().sampling, scores, seed, temperature, temperature_value, top_k,
+                                 top_k_value, top_p, top_p_value, ban, is_probs, self.label)
 
     def _norm_fns(self, offset: float):
         norm = self.lib().norm

@@ -1,0 +1,136 @@
+"""``rocm_fused::sample`` through vendor samplers (FlashInfer, AMD's fork, AITER): limits and the call.
+
+The vendor kernels only filter and draw; everything our op defines beyond that is done here in torch:
+NaN -> -inf, ``log`` of probabilities, the ban mask, temperature, greedy rows (T <= 0, top_p <= 0, rows
+holding +inf or nothing finite: ``argmax``, first index), top_k <= 0 or >= V -> V (FlashInfer returned
+invalid ids for huge k, KERNELS.md). Bad rows are replaced by zeros before the vendor call (all-NaN/-inf
+rows read out of bounds or hung in FlashInfer, KERNELS.md) and overwritten by the greedy result after.
+
+Randomness (KERNELS.md): FlashInfer >= 0.6.5 and the fork's 0.6.18+amd line take ``seed``/``offset`` device
+tensors: capture-safe; we pass per-row seeds ``seed + row`` and zero offsets. Older releases only take a
+``generator`` whose host-side state a captured graph would bake in: refused at compile time when Inductor
+will capture (``spec["cudagraphs"]``) and raising at run time under capture. We pass torch's default device
+generator explicitly (the fork's 0.5.3 line makes a fresh generator per call otherwise: same draws every
+call). AITER's samplers take no seed at all: never under capture. Verified on CPU stand-ins only.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+from ..ops.sampling import ban_rows, per_row
+
+SAMPLE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def takes(fn: Any, name: str) -> bool:
+    """Whether callable ``fn`` has a parameter ``name`` (False when the signature can't be read)."""
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def check_sample(label: str, fn: Any, spec: dict[str, Any], seeded: bool) -> str | None:
+    """Reasons a vendor sampler ``fn`` can't serve the match ``spec`` (keys: ``rocm_inductor.ops.sampling``)."""
+    if fn is None:
+        return f"{label} has no top_k_top_p sampler in this release"
+    if spec.get("dtype") not in SAMPLE_DTYPES:
+        return f"{label} samples float16/bfloat16/float32 scores, got {spec.get('dtype')}"
+    if spec.get("has_min_p"):
+        return f"{label} has no sampler combining min-p with top-k/top-p"
+    if not spec.get("top_k_first", True):
+        return f"{label}'s filter orders are top_k_first / joint; top-p first is not one of them"
+    if spec.get("cudagraphs") and not seeded:
+        return (f"{label}'s sampler takes no device seed/offset: a captured graph would replay the same "
+                "draws (FlashInfer >= 0.6.5 / the fork's 0.6.18+amd take them)")
+    return None
+
+
+def prepare(scores, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value, ban, is_probs):
+    """Torch-side part of the op: (scaled logits with bad rows zeroed, k (B,) int32, p (B,) f32, greedy mask,
+    greedy tokens)."""
+    b, v = scores.shape
+    x = scores.float()
+    if is_probs:
+        x = torch.log(x)
+    x = x.masked_fill(torch.isnan(x), -float("inf"))
+    ban_t, _ = ban_rows(ban, b, v)
+    if ban_t is not None:
+        x = x.masked_fill(ban_t.reshape(-1, v).expand(b, v), -float("inf"))
+    t = per_row(temperature, b, torch.float32)
+    if t is None:
+        t = torch.full((b,), float(temperature_value), device=x.device)
+    p = per_row(top_p, b, torch.float32)
+    if p is None:
+        p = torch.full((b,), float(top_p_value), device=x.device)
+    k = per_row(top_k, b, torch.int64)
+    if k is None:
+        k = torch.full((b,), int(top_k_value), device=x.device, dtype=torch.int64)
+    k = torch.where((k <= 0) | (k >= v), v, k).to(torch.int32)
+    mx = x.amax(-1)
+    greedy = (t <= 0) | (p <= 0) | ~torch.isfinite(mx)
+    greedy_tok = torch.argmax(x, -1)
+    y = x / torch.where(t <= 0, 1.0, t)[:, None]
+    y = torch.where(greedy[:, None], 0.0, y)
+    return y, k, p.clamp(max=1.0), greedy, greedy_tok
+
+
+def flashinfer_sample(sampling: Any, scores, seed, temperature, temperature_value, top_k, top_k_value, top_p,
+                      top_p_value, ban, is_probs, label: str) -> torch.Tensor:
+    """Sample through ``sampling.top_k_top_p_sampling_from_logits`` (FlashInfer or the fork).
+
+    Returns:
+        (B,) int64 ids in [0, V).
+
+    Raises:
+        RuntimeError: a release without seed/offset called while a CUDA/HIP graph is being captured.
+    """
+    fn = sampling.top_k_top_p_sampling_from_logits
+    y, k, p, greedy, greedy_tok = prepare(scores, temperature, temperature_value, top_k, top_k_value, top_p,
+                                          top_p_value, ban, is_probs)
+    b, v = y.shape
+    kw: dict[str, Any] = {}
+    if takes(fn, "filter_apply_order"):
+        kw["filter_apply_order"] = "top_k_first"
+    if takes(fn, "seed") and takes(fn, "offset"):
+        kw["seed"] = seed.reshape(-1)[:1] + torch.arange(b, device=y.device)
+        kw["offset"] = torch.zeros(b, dtype=torch.int64, device=y.device)
+    else:
+        if y.is_cuda and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(f"{label}: this release's sampler takes no seed/offset tensors; it cannot run "
+                               "under CUDA/HIP graph capture (a replay would repeat the same tokens)")
+        if y.is_cuda and takes(fn, "generator"):
+            kw["generator"] = torch.cuda.default_generators[y.device.index or 0]
+    tok = fn(y.contiguous(), k, p, **kw).to(torch.int64)
+    return torch.where(greedy, greedy_tok, tok).clamp_(0, v - 1)
+
+
+def aiter_sampler(lib: Any) -> Any:
+    """AITER's ``top_k_top_p_sampling_from_probs`` (top level or ``aiter.ops.sampling``), or None."""
+    fn = getattr(lib, "top_k_top_p_sampling_from_probs", None)
+    if fn is None:
+        fn = getattr(getattr(getattr(lib, "ops", None), "sampling", None), "top_k_top_p_sampling_from_probs", None)
+    return fn
+
+
+def aiter_sample(fn: Any, scores, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value, ban,
+                 is_probs) -> torch.Tensor:
+    """Sample through AITER's probs sampler (never under capture: it reads host generator state).
+
+    Raises:
+        RuntimeError: called during graph capture.
+    """
+    y, k, p, greedy, greedy_tok = prepare(scores, temperature, temperature_value, top_k, top_k_value, top_p,
+                                          top_p_value, ban, is_probs)
+    if y.is_cuda and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError("aiter's samplers take no seed: they cannot run under HIP graph capture")
+    probs = torch.softmax(y, -1)
+    kw = {}
+    if takes(fn, "indices"):
+        kw["indices"] = None
+    tok = fn(probs.contiguous(), top_k=k, top_p=p, **kw).to(torch.int64)
+    return torch.where(greedy, greedy_tok, tok.reshape(-1)).clamp_(0, y.shape[1] - 1)
