@@ -389,6 +389,11 @@ def gemm_override(options: Any) -> Iterator[InductorChoices | None]:
     if options.level != 2:
         yield None
         return
+    if not hasattr(InductorChoices, "_finalize_template_configs"):  # a torch without the hook
+        log.warning("rocm_fused: this torch's InductorChoices has no _finalize_template_configs; "
+                    "level 2 runs without the small-M ATen GEMM override")
+        yield None
+        return
     from torch._inductor.virtualized import V
 
     handler = make_choices(options.aten_gemm_max_m, _current_handler())
