@@ -38,7 +38,6 @@ CASES = [
     ("hf_both_T", sp.hf_sampler(0.7, 5, 0.9), dict(t=0.7, k=5, p=pytest.approx(0.9, abs=1e-15),
                                                   top_k_first=True)),
     ("hf_top_p_first", sp.hf_sampler(1.3, 7, 0.8, top_p_first=True), dict(t=1.3, k=7, top_k_first=False)),
-    ("hf_T_only", sp.hf_sampler(0.5), dict(t=0.5, k=0, p=1.0)),
     ("hf_plain", sp.hf_sampler(), dict(t=1.0, k=0, p=1.0)),
     ("gpt_fast_top_k", sp.gpt_fast_sampler(0.8, 5), dict(t=0.8, k=5, p=1.0)),
     ("gpt_fast_no_top_k", sp.gpt_fast_sampler(0.8, None), dict(t=0.8, k=0, p=1.0)),

@@ -22,9 +22,10 @@ walk stops there and everything above stays in Inductor; a sort + cumsum left ab
 reported as a near-miss. The replacement draws its seed in the graph (``aten.randint``, a fallback that
 uses torch's device generator, which CUDA/HIP graphs advance on each replay).
 
-    s ─► [ /T ] ─► [top-k] ─► [top-p] ─► softmax ─► multinomial     s ─┐                   ...)
-                                                                       ├─► rocm_fused::sample(s, seed, T, k, p
-                                 randint(0, 2^31 - 1, (1,)) ─► seed ───┘
+    s ─► [/T] ─► [top-k] ─► [top-p] ─► softmax ─► multinomial
+  becomes
+    s ──────────────────────────────┬─► rocm_fused::sample(s, seed, T, k, p, ...)
+    randint(0, 2^31 - 1, (1,)) ─► seed
 """
 
 from __future__ import annotations
