@@ -1,0 +1,109 @@
+"""The backend: found by name in a fresh process, options validated, FX graph cache hits, fail-safe."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from graph_utils import compile_run
+from norm_spellings import SPELLINGS, Single
+
+import rocm_inductor.passes.rms_norm as rms_norm_pass
+from rocm_inductor.backend import resolve
+
+FRESH = textwrap.dedent("""
+    import json, sys, torch
+    from torch._dynamo.utils import counters
+    assert "rocm_inductor" not in sys.modules
+    w = torch.randn(64, dtype=torch.bfloat16)
+    def f(x):
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5)
+        return w * h.to(x.dtype)
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = torch.compile(f, backend="rocm_fused", options={"provider": "reference"})(x)
+    import rocm_inductor
+    rep = rocm_inductor.reports()
+    print(json.dumps({"hit": counters["inductor"]["fxgraph_cache_hit"],
+                      "miss": counters["inductor"]["fxgraph_cache_miss"],
+                      "matches": rep.count("rms_norm"), "err": float((y.float() - f(x).float()).abs().max())}))
+""")
+
+
+def _fresh(cache_dir) -> dict:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1"}
+    env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
+    out = subprocess.run([sys.executable, "-c", FRESH], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_backend_by_name_in_fresh_process_and_fx_cache_hit(tmp_path):
+    first = _fresh(tmp_path)
+    assert first["miss"] >= 1 and first["hit"] == 0 and first["matches"] == 1 and first["err"] < 0.05
+    second = _fresh(tmp_path)
+    # served from Inductor's FX graph cache: our pass did not even run (so no report), and the result is right
+    assert second["hit"] >= 1 and second["miss"] == 0 and second["err"] < 0.05
+
+
+def test_unknown_option_lists_valid_ones():
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['levle'\]; valid options are \['level'"):
+        resolve(None, {"levle": 2})
+    with pytest.raises(ValueError, match="provider='cuda'"):
+        resolve(None, {"provider": "cuda"})
+    with pytest.raises(ValueError, match="unknown mode"):
+        resolve("fastest", None)
+
+
+def test_modes_map_onto_levels():
+    assert resolve(None, None)[0].level == 1
+    assert resolve("reduce-overhead", None)[1].get("triton.cudagraphs") is True
+    opts, patches = resolve("max-autotune", None)
+    assert opts.level == 2 and patches.get("max_autotune") is True
+    assert resolve(None, {"level": 0})[1].get("post_grad_custom_pre_pass") is None
+
+
+def test_cache_key_covers_options():
+    a = resolve(None, {"provider": "reference"})[1]["post_grad_custom_pre_pass"].uuid()
+    b = resolve(None, {"provider": "triton"})[1]["post_grad_custom_pre_pass"].uuid()
+    c = resolve(None, {"provider": "reference"})[1]["post_grad_custom_pre_pass"].uuid()
+    assert a != b and a == c
+
+
+def _boom(*a, **k):
+    raise RuntimeError("pass exploded")
+
+
+def test_failing_pass_warns_and_compiles_untouched(monkeypatch, caplog):
+    monkeypatch.setattr(rms_norm_pass.RMSNormPass, "__call__", lambda self, g, ctx: _boom())
+    m = Single(SPELLINGS["hf_llama"]().to(torch.bfloat16))
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    with caplog.at_level("WARNING", logger="rocm_inductor"):
+        out, (g,) = compile_run(m, x, x, options={"strict": False})
+    assert g.after == g.before
+    assert "pass exploded" in g.report.error
+    assert any("compiling this graph without our rewrites" in r.message for r in caplog.records)
+    torch.testing.assert_close(out, m(x, x))
+
+
+def test_failing_pass_raises_under_strict(monkeypatch):
+    monkeypatch.setattr(rms_norm_pass.RMSNormPass, "__call__", lambda self, g, ctx: _boom())
+    m = Single(SPELLINGS["hf_llama"]().to(torch.bfloat16))
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    with pytest.raises(Exception, match="pass exploded"):
+        compile_run(m, x, x, options={"strict": True})
+
+
+def test_level_0_is_plain_inductor():
+    m = Single(SPELLINGS["hf_llama"]().to(torch.bfloat16))
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    out, seen = compile_run(m, x, x, options={"level": 0})
+    assert seen == []  # no pass manager installed at all
+    torch.testing.assert_close(out, m(x, x))
