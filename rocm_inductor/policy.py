@@ -20,6 +20,11 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         # sample: the fork's sampler when it takes device seed/offset (0.6.18+amd) or outside capture, then
         # our capture-safe Triton kernel. AITER's samplers take no seed: never a default (issue 5).
         "sample": ("amd_flashinfer", "triton"),
+        # rope (model's cos/sin): no vendor kernel takes them (KERNELS.md): our Triton kernel only.
+        # rope_cached: the fork's apply_rope_with_cos_sin_cache (head dims 64/128/256/512, no fallback),
+        #   then Triton. AITER's rope_cached_positions_2c_fwd only when forced (not measured here).
+        "rope": ("triton",),
+        "rope_cached": ("amd_flashinfer", "triton"),
     },
     "cuda": {
         "rms_norm": ("flashinfer", "triton"),
@@ -30,6 +35,10 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         #   at B=1/16/64, V=151936 (DEVICE.md, H200); refused under CUDA graphs unless it takes seed/offset
         #   tensors (>= 0.6.5). Then our Triton kernel (not yet measured: benchmarks/bench_sampling.py).
         "sample": ("flashinfer", "triton"),
+        # rope: Triton only (FlashInfer needs a position-indexed float32 table). rope_cached: FlashInfer
+        #   (head dims 64/128/256/512), then Triton. Not yet measured: benchmarks/bench_rope.py.
+        "rope": ("triton",),
+        "rope_cached": ("flashinfer", "triton"),
     },
     "cpu": {},
 }
@@ -44,7 +53,10 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     #   Inductor from fusing the gate's producers (the reshape copies) into it.
     # sampling: on. Eager HF chain 0.5-1.5 ms at V=151936 on the H200 and Inductor crashed on it with a
     #   dynamic batch (DEVICE.md); ROCm follows the same reasoning, not measured there.
-    "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True},
-    "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": True},
+    # rope: OFF on both until benchmarks/bench_rope.py shows the one-launch q+k op beating Inductor's fused
+    #   elementwise kernel for the HF code (Inductor already fuses rotate_half; an extern op blocks fusing
+    #   the q/k projections' epilogue). Enable with options={"passes": {"rope": True}}.
+    "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False},
+    "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": True, "rope": False},
     "cpu": {},
 }

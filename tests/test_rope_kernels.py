@@ -121,3 +121,42 @@ def test_ops_registered_and_fake():
                                                   torch.empty(16, 64), 64, True, "reference")
         assert ko.shape == (0,)
     assert torch.ops.rocm_fused.rope.default._schema.arguments  # registered
+
+
+def test_vendor_checks_and_stand_in(monkeypatch):
+    """FlashInfer provider: limits as data, and its token-major plumbing against a CPU stand-in kernel."""
+    import sys
+    import types
+
+    from rocm_inductor.providers import get_provider
+
+    fi = get_provider("flashinfer")
+    spec = {"dtype": torch.bfloat16, "k_dtype": torch.bfloat16, "table_dtype": torch.float32, "head_dim": 128,
+            "rotary_dim": 128, "ndim": 4, "cached": True}
+    assert fi.check("rope_cached", spec) is None
+    assert "on-the-fly" in fi.check("rope", {**spec, "cached": False})
+    assert "head_dim" in fi.check("rope_cached", {**spec, "head_dim": 96})
+    assert "float16/bfloat16" in fi.check("rope_cached", {**spec, "dtype": torch.float32})
+    assert "no k" in fi.check("rope_cached", {**spec, "k_dtype": None})
+    assert "head_dim" in get_provider("aiter").check("rope_cached", {**spec, "head_dim": 80})
+
+    def apply(positions, query, key, head_size, cos_sin_cache, is_neox=True):
+        assert query.dim() == 3 and query.is_contiguous() and positions.dtype == torch.int64
+        return rope_cached_ref(query, key, positions[:, None], cos_sin_cache, cos_sin_cache.shape[-1],
+                               not is_neox)
+
+    stand_in = types.ModuleType("flashinfer")
+    stand_in.rope = types.SimpleNamespace(apply_rope_with_cos_sin_cache=apply)
+    monkeypatch.setitem(sys.modules, "flashinfer", stand_in)
+    fi.reset()
+    cache = build_cos_sin_cache(_inv_freq(64), 32)
+    q = torch.randn(2, 5, 4, 64, dtype=torch.bfloat16).transpose(1, 2)  # (b, h, s, d) view
+    k = torch.randn(2, 5, 1, 64, dtype=torch.bfloat16).transpose(1, 2)
+    pos = torch.randint(0, 32, (2, 5))[:, None, :]  # (b, 1, s)
+    for inter in (False, True):
+        got = fi.rope_cached(q, k, pos, cache, 64, inter)
+        want = rope_cached_ref(q, k, pos, cache, 64, inter)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            torch.testing.assert_close(g, w)
+    fi.reset()

@@ -15,6 +15,12 @@ import torch
 
 from . import Provider
 from ._norm_limits import HALF_DTYPES, _n
+from ._rope_limits import check_vendor_rope, token_major
+
+#: AITER's cached-position RoPE (``rope_cached_positions_2c_fwd``): [s, b, h, d] layout, int64 positions
+#: [s, b], cos/sin [max_pos, 1, 1, rd/2] with ``reuse_freqs_front_part``. Head dims: not documented as
+#: restricted; we keep FlashInfer's list until measured on gfx942.
+AITER_ROPE_HEAD_DIMS = (64, 128, 256, 512)
 
 
 class AiterProvider(Provider):
@@ -22,7 +28,7 @@ class AiterProvider(Provider):
 
     name = "aiter"
     library = "aiter"
-    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sample"})
+    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sample", "rope", "rope_cached"})
 
     def platform_ok(self, platform: Any) -> str | None:
         if platform.kind != "rocm":
@@ -39,6 +45,8 @@ class AiterProvider(Provider):
             if spec.get("cudagraphs"):
                 return "aiter's samplers take no seed (host generator state): never under graph capture"
             return check_sample("aiter", aiter_sampler(self.lib()), spec, seeded=False)
+        if op in ("rope", "rope_cached"):
+            return check_vendor_rope("aiter", op, spec, AITER_ROPE_HEAD_DIMS)
         dt, wdt, hidden = spec["dtype"], spec.get("weight_dtype"), spec.get("hidden")
         if dt not in HALF_DTYPES:
             return f"aiter norm kernels take float16/bfloat16 only, input is {_n(dt)}"
@@ -77,3 +85,25 @@ class AiterProvider(Provider):
             raise ValueError("aiter: min-p and top-p-first are not supported (check() refuses them)")
         return aiter_sample(aiter_sampler(self.lib()), scores, temperature, temperature_value, top_k,
                             top_k_value, top_p, top_p_value, ban, is_probs)
+
+    def rope(self, q, k, cos, sin, rotary_dim, interleaved, half_table):
+        """Never chosen (``check`` refuses: AITER's cached kernel takes no model-computed cos/sin)."""
+        raise NotImplementedError("aiter has no kernel for model-computed cos/sin")
+
+    def rope_cached(self, q, k, positions, cos_sin_cache, rotary_dim, interleaved):
+        """``aiter.rope_cached_positions_2c_fwd`` on [s, b=1, h, d] views (tokens as s), int64 positions [s, 1].
+
+        Partial rotary: cos/sin are rd/2 wide with ``reuse_freqs_front_part=True`` and ``nope_first=False``
+        (rotated part first, as HF). Returns fresh tensors of q/k's shape. Not run here (no AMD GPU).
+        """
+        q3, pos, q_back = token_major(q, positions)
+        k3, _, k_back = token_major(k, positions)
+        if q3.shape[0] == 0:
+            return q.clone(), k.clone()
+        h = rotary_dim // 2
+        cos = cos_sin_cache[:, :h].contiguous().view(-1, 1, 1, h)
+        sin = cos_sin_cache[:, h:].contiguous().view(-1, 1, 1, h)
+        qo, ko = self.lib().rope_cached_positions_2c_fwd(
+            q3.unsqueeze(1).contiguous(), k3.unsqueeze(1).contiguous(), cos, sin,
+            pos.to(torch.int64).view(-1, 1), 1 if interleaved else 0, True, False)
+        return q_back(qo.view(q3.shape)), k_back(ko.view(k3.shape))

@@ -15,6 +15,7 @@ import torch
 
 from . import Provider
 from ._norm_limits import check_half_same_dtype_weight
+from ._rope_limits import check_vendor_rope, token_major
 
 
 class FlashInferProvider(Provider):
@@ -22,7 +23,7 @@ class FlashInferProvider(Provider):
 
     name = "flashinfer"
     library = "flashinfer"
-    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sample"})
+    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sample", "rope", "rope_cached"})
     label = "FlashInfer"
 
     def platform_ok(self, platform: Any) -> str | None:
@@ -39,6 +40,8 @@ class FlashInferProvider(Provider):
 
             fn = getattr(getattr(self.lib(), "sampling", None), "top_k_top_p_sampling_from_logits", None)
             reason = check_sample(self.label, fn, spec, seeded=takes(fn, "seed") and takes(fn, "offset"))
+        if reason is None and op in ("rope", "rope_cached"):
+            reason = check_vendor_rope(self.label, op, spec)
         return reason
 
     def sample(self, scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value,
@@ -77,3 +80,24 @@ class FlashInferProvider(Provider):
         if y.numel():
             fn(y, s, weight, eps)
         return y.view(shape), s.view(shape)
+
+    def rope(self, q, k, cos, sin, rotary_dim, interleaved, half_table):
+        """Never chosen (``check`` refuses: FlashInfer takes no model-computed cos/sin)."""
+        raise NotImplementedError(f"{self.name} has no kernel for model-computed cos/sin")
+
+    def rope_cached(self, q, k, positions, cos_sin_cache, rotary_dim, interleaved):
+        """``flashinfer.rope.apply_rope_with_cos_sin_cache`` on token-major (T, H, D) views of q and k.
+
+        q/k (..., D) fp16/bf16 with positions broadcastable to their leading dims; rotary_dim is the table
+        width (FlashInfer reads it from ``cos_sin_cache.shape[-1]``). Returns fresh tensors of q/k's shape.
+        """
+        if cos_sin_cache.shape[-1] != rotary_dim:
+            raise ValueError(f"cos_sin_cache width {cos_sin_cache.shape[-1]} != rotary_dim {rotary_dim}")
+        q3, pos, q_back = token_major(q, positions)
+        k3, _, k_back = token_major(k, positions)
+        if q3.shape[0] == 0:
+            return q.clone(), k.clone()
+        qo, ko = self.lib().rope.apply_rope_with_cos_sin_cache(
+            positions=pos.to(torch.int64), query=q3.contiguous(), key=k3.contiguous(), head_size=q.shape[-1],
+            cos_sin_cache=cos_sin_cache.float().contiguous(), is_neox=not interleaved)
+        return q_back(qo.view(q3.shape)), k_back(ko.view(k3.shape))
