@@ -4,6 +4,8 @@
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD || exit 1
+# the entry point (backend="rocm_fused" by name) needs the distribution's metadata installed
+python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null 2>&1 || echo "editable install failed"
 export FLASHINFER_WORKSPACE_BASE=/tmp PYTHONUNBUFFERED=1 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 python3 -c "import torch, triton, transformers, flashinfer; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__, 'flashinfer', flashinfer.__version__, torch.cuda.get_device_name())"

@@ -83,7 +83,7 @@ def _ref64(m, h):
     m64 = type(m)().double()
     m64.load_state_dict({k: v.double() for k, v in m.state_dict().items()})
     with torch.no_grad():
-        return m64(h.double())
+        return m64(h.double().cpu())
 
 
 def _check_rewrite(seen, n=1):
@@ -123,15 +123,17 @@ def test_hyv4_layout_gate_first():
 
 
 def test_triton_provider_end_to_end():
-    """Forced Triton provider (interpreter on CPU): rewritten, and the compiled graph runs our kernel."""
-    m = _model(QwenNextGate, torch.bfloat16)
-    h = torch.randn(2, 5, 32).to(torch.bfloat16)
+    """Forced Triton provider (interpreter on CPU, the GPU when there is one): rewritten, and the compiled
+    graph runs our kernel."""
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    m = _model(QwenNextGate, torch.bfloat16).to(dev)
+    h = torch.randn(2, 5, 32).to(torch.bfloat16).to(dev)
     out, seen = compile_run(m, h, options=_opts(provider="triton"))
     cap = _check_rewrite(seen)
     assert cap.report.providers() == {"sigmoid_gate": ["triton"]}
     with torch.no_grad():
         eager = m(h)
-    assert_contract(out, eager, _ref64(m, h))
+    assert_contract(out.cpu(), eager.cpu(), _ref64(m, h))
 
 
 # -- negatives: not this op (left alone, no near-miss) ----------------------------------------------------------

@@ -111,6 +111,25 @@ def test_bad_inputs_raise():
         K.sigmoid_gate(x.double(), gate.double())
 
 
+def test_capture_of_an_untuned_bucket_launches_the_default_config(monkeypatch):
+    """Inside a graph capture an untuned size bucket must not autotune (benchmarking syncs the device)."""
+    def no_tuning(*a, **k):
+        raise AssertionError("autotuner ran during capture")
+
+    monkeypatch.setattr(K, "_capturing", lambda x: True)
+    monkeypatch.setattr(K._tuned_kernel, "run", no_tuning)
+    monkeypatch.setattr(K, "_TUNED", set())
+    for shape in ((3, 1000), (1100, 1000)):  # both default configs (<= 1M elements, above)
+        x, gate = _inputs(shape, torch.bfloat16, seed=4)
+        _assert_contract(K.sigmoid_gate(x, gate), x, gate)
+    assert not K._TUNED
+
+
+def test_default_configs_launch_at_warp_size_64():
+    for n in (1, 1 << 20, (1 << 20) + 1):
+        assert K.prune_configs([K.default_config(n)], 64)
+
+
 # -- per-platform config pruning (pure function) ------------------------------------------------------------
 def test_prune_keeps_every_config_at_warp_size_32():
     assert K.prune_configs(K.CONFIGS, 32) == list(K.CONFIGS)
@@ -198,6 +217,22 @@ def test_gpu_graph_capture_and_replay():
         graph.replay()
         torch.cuda.synchronize()
         _assert_contract(y.clone(), nx, ng)
+
+
+@pytest.mark.gpu
+def test_gpu_capture_without_warmup():
+    """A size bucket never seen before, first launched inside a capture: default config, correct replays."""
+    x, gate = _inputs((3, 12352), torch.bfloat16, seed=5)  # 37056 elements: bucket 65536, unused elsewhere
+    # JIT-compile that config's binary first (a module load inside a capture may be refused); the bucket
+    # itself stays untuned.
+    K.sigmoid_gate(x, gate, config=K.default_config(x.numel()))
+    assert (K.size_bucket(x.numel()), x.dtype, str(x.device)) not in K._TUNED
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = K.sigmoid_gate(x, gate)
+    graph.replay()
+    torch.cuda.synchronize()
+    _assert_contract(y.clone(), x, gate)
 
 
 @pytest.mark.gpu

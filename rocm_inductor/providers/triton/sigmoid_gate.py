@@ -14,7 +14,9 @@ Autotuning: :data:`CONFIGS` (block size x warps) is pruned per platform by :func
 function of the warp size: on ROCm (64-wide wavefronts) a config with ``num_warps * 64 > 1024`` threads
 cannot launch and is dropped; on NVIDIA (32-wide warps) every config is kept. The tuning key is the
 power-of-two bucket of ``n`` (and the dtype), so a decode loop with a growing token count does not
-re-tune at every size; tune before capturing a CUDA/HIP graph (Inductor's CUDA-graph trees warm up first).
+re-tune at every size. Autotuning cannot run inside a CUDA/HIP graph capture: Inductor's CUDA-graph trees
+warm up (and so tune) before they record, and a bucket first seen during a capture launches
+:func:`default_config` instead of tuning.
 Under the interpreter only the first surviving config runs (benchmarking interpreted kernels is
 meaningless and slow).
 
@@ -157,6 +159,24 @@ def size_bucket(n: int) -> int:
     return triton.next_power_of_2(max(int(n), 1))
 
 
+def default_config(n: int) -> triton.Config:
+    """The untuned config used while a graph is being captured for a bucket not yet tuned.
+
+    1024 elements x 4 warps up to 1M elements, else 4096 x 8: both launch on 32- and 64-wide warps
+    (8 x 64 = 512 threads). A guess, not measured: it only has to be correct and capture-safe.
+    """
+    return _cfg(1024, 4) if n <= (1 << 20) else _cfg(4096, 8)
+
+
+#: (bucket, dtype, device) keys autotuned in this process (outside graph capture).
+_TUNED: set[tuple[int, torch.dtype, str]] = set()
+
+
+def _capturing(x: torch.Tensor) -> bool:
+    """True while a CUDA/HIP graph is being captured on the current stream (tests patch this)."""
+    return x.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
 def sigmoid_gate(x: torch.Tensor, gate: torch.Tensor, config: triton.Config | None = None) -> torch.Tensor:
     """``x * sigmoid(gate)``; see :func:`rocm_inductor.providers.reference.sigmoid_gate_ref`.
 
@@ -182,6 +202,10 @@ def sigmoid_gate(x: torch.Tensor, gate: torch.Tensor, config: triton.Config | No
         return y
     xc, gc = x.contiguous(), gate.contiguous()
     bucket = size_bucket(n)
+    key = (bucket, x.dtype, str(x.device))
+    if config is None and key not in _TUNED and _capturing(x):
+        # Autotuning benchmarks (and synchronises), which a graph capture forbids: launch a fixed config.
+        config = default_config(n)
     if config is not None:
         block = config.kwargs["BLOCK"]
         launch = lambda: _sigmoid_gate_kernel[(triton.cdiv(n, block),)](  # noqa: E731
@@ -194,4 +218,6 @@ def sigmoid_gate(x: torch.Tensor, gate: torch.Tensor, config: triton.Config | No
             launch()
     else:
         launch()
+    if config is None:
+        _TUNED.add(key)
     return y
