@@ -16,10 +16,10 @@ import argparse
 import csv
 import datetime
 import os
-import statistics
 import sys
 
 import torch
+from timing import copy_bandwidth_gbs, graph_time_us  # noqa: E402  (benchmarks/timing.py)
 
 import rocm_inductor  # noqa: F401  (registers the ops)
 from rocm_inductor.platform import PlatformDispatch
@@ -55,39 +55,6 @@ def make_variants(fused: bool, x, r, w, provs: list[str]) -> dict:
     return variants
 
 
-def time_graph(fn, calls: int, reps: int) -> float:
-    """Median microseconds per call of ``fn`` captured ``calls`` times in one CUDA graph."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / calls)
-    return statistics.median(times)
-
-
-def copy_bandwidth() -> float:
-    """Device-to-device copy bandwidth in bytes/s (read + write counted), 1 GiB buffers."""
-    a = torch.empty(1 << 29, dtype=torch.float16, device="cuda")
-    b = torch.empty_like(a)
-    us = time_graph(lambda: b.copy_(a), 5, 10)
-    return 2 * a.numel() * a.element_size() / (us * 1e-6)
-
-
 def providers_for(op: str) -> list[str]:
     plat = PlatformDispatch.platform()
     names = []
@@ -108,7 +75,7 @@ def main() -> None:
     os.makedirs(args.out, exist_ok=True)
     Ms = [1, 32, 4096] if args.quick else [1, 32, 512, 4096, 16384]
     Hs = [4096] if args.quick else [2048, 4096, 8192]
-    bw = copy_bandwidth()
+    bw = copy_bandwidth_gbs() * 1e9
     dt = torch.bfloat16
     rows = []
     for fused in (False, True):
@@ -125,7 +92,7 @@ def main() -> None:
                 res = {}
                 for name, fn in variants.items():
                     try:
-                        res[name] = time_graph(fn, args.calls, args.reps)
+                        res[name] = graph_time_us(fn, args.calls, args.reps)
                     except Exception as e:  # report, don't hide
                         print(f"# {op} M={M} H={H} {name}: {type(e).__name__}: {e}", file=sys.stderr)
                         res[name] = float("nan")

@@ -26,51 +26,16 @@ import argparse
 import csv
 import importlib.util
 import os
-import statistics
 import sys
-from collections.abc import Callable
 
 import torch
+from timing import copy_bandwidth_gbs, graph_time_us  # noqa: E402  (benchmarks/timing.py)
 
 TOKENS = (1, 32, 512, 8192)
 HEADS = ((32, 8, 128), (64, 8, 128), (16, 16, 64))
 DTYPE = torch.bfloat16
 DEVICE = "cuda"
 MAX_POS = 16384
-
-
-def graph_time_us(fn: Callable[[], object], inner: int, reps: int) -> float:
-    """Median time per call (us) of ``fn`` replayed ``inner`` times in one captured CUDA graph (warmed up)."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(inner):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        graph.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / inner)
-    return statistics.median(times)
-
-
-def copy_bandwidth_gbs(inner: int, reps: int, nbytes: int = 1 << 30) -> float:
-    """Device-to-device copy bandwidth (GB/s, read + write counted)."""
-    src = torch.empty(nbytes // 2, dtype=DTYPE, device=DEVICE).normal_()
-    dst = torch.empty_like(src)
-    t = graph_time_us(lambda: dst.copy_(src), max(1, inner // 10), reps)
-    return 2 * nbytes / (t * 1e-6) / 1e9
 
 
 def rotate_half(x):

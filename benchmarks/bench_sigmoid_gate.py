@@ -29,53 +29,16 @@ import argparse
 import csv
 import importlib.util
 import os
-import statistics
 import sys
 from collections.abc import Callable
 
 import torch
+from timing import copy_bandwidth_gbs, graph_time_us  # noqa: E402  (benchmarks/timing.py)
 
 SHAPES = ((1, 4096), (32, 4096), (2048, 8192))
 HEAD_DIM = 256  # Qwen3-Next's head_dim (16 heads x 256 = 4096)
 DTYPE = torch.bfloat16
 DEVICE = "cuda"  # a module global so a CPU smoke run can patch it
-
-
-def graph_time_us(fn: Callable[[], object], inner: int, reps: int) -> float:
-    """Median time per call (microseconds) of ``fn`` replayed ``inner`` times inside one captured CUDA graph.
-
-    ``fn`` is warmed up on a side stream first (compilation, autotuning), then captured.
-    """
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(inner):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / inner)
-    return statistics.median(times)
-
-
-def copy_bandwidth_gbs(inner: int, reps: int, nbytes: int = 1 << 30) -> float:
-    """Device-to-device copy bandwidth (GB/s, read + write counted) of a ``nbytes`` tensor copy."""
-    src = torch.empty(nbytes // 2, dtype=DTYPE, device=DEVICE).normal_()
-    dst = torch.empty_like(src)
-    t = graph_time_us(lambda: dst.copy_(src), max(1, inner // 10), reps)
-    return 2 * nbytes / (t * 1e-6) / 1e9
 
 
 def _gate(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:

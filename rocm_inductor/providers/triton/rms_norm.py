@@ -114,9 +114,14 @@ def _round_bf16(v):
 
 
 @triton.jit
-def _round_to(v, DTYPE: tl.constexpr):
-    """float32 ``v`` rounded once (RTNE) to ``DTYPE`` (bfloat16, float16 or float32)."""
-    if DTYPE == tl.bfloat16:
+def _round_to(v, DTYPE: tl.constexpr, MANUAL_BF16: tl.constexpr):
+    """float32 ``v`` rounded once (RTNE) to ``DTYPE`` (bfloat16, float16 or float32).
+
+    Compiled Triton converts to bf16 with round-to-nearest-even (``cvt.rn``); its interpreter truncates,
+    so under ``TRITON_INTERPRET=1`` (``MANUAL_BF16``) the rounding is done by integer arithmetic instead,
+    bit-identical to the compiled conversion.
+    """
+    if DTYPE == tl.bfloat16 and MANUAL_BF16:
         return _round_bf16(v)
     else:
         return v.to(DTYPE)
@@ -128,6 +133,7 @@ def _rms_norm_kernel(
     stride_x, stride_r,  # row strides of X and R, in elements (columns are unit stride)
     M, H, eps, offset,
     HAS_WEIGHT: tl.constexpr, FUSED_ADD: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr,
+    MANUAL_BF16: tl.constexpr,
 ):
     """ROWS rows of H per program: [s = x + r, stored rounded;] y = x * rsqrt(mean(x^2) + eps) * (w + off)."""
     # int64 row index: M * H may exceed 2**31 elements.
@@ -135,11 +141,14 @@ def _rms_norm_kernel(
     cols = tl.arange(0, BLOCK_N)
     mask = (rows < M)[:, None] & (cols < H)[None, :]
     x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    if HAS_WEIGHT:
+        # Issued before the reduction so its latency overlaps it (decode rows are latency-bound).
+        w = tl.load(W + cols, mask=cols < H, other=0.0).to(tl.float32) + offset
     out_ptrs = rows[:, None] * H + cols[None, :]
     if FUSED_ADD:
         r = tl.load(R + rows[:, None] * stride_r + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         # The sum is rounded to the model dtype (as eager adds in that dtype) and the norm reads it back.
-        s = _round_to(x + r, S.dtype.element_ty)
+        s = _round_to(x + r, S.dtype.element_ty, MANUAL_BF16)
         tl.store(S + out_ptrs, s, mask=mask)
         x = s.to(tl.float32)
     # Per-row scalars, so correctly rounded sqrt and divisions cost nothing (tl.math.rsqrt and `/` may be
@@ -149,9 +158,8 @@ def _rms_norm_kernel(
     rstd = tl.math.div_rn(1.0, tl.math.sqrt_rn(mean_sq + eps))
     y = x * rstd[:, None]
     if HAS_WEIGHT:
-        w = tl.load(W + cols, mask=cols < H, other=0.0).to(tl.float32)
-        y = y * (w + offset)[None, :]
-    tl.store(Y + out_ptrs, _round_to(y, Y.dtype.element_ty), mask=mask)
+        y = y * w[None, :]
+    tl.store(Y + out_ptrs, _round_to(y, Y.dtype.element_ty, MANUAL_BF16), mask=mask)
 
 
 def _rows(t: torch.Tensor, hidden: int) -> torch.Tensor:
@@ -182,7 +190,7 @@ def _launch(x2, r2, weight, y, s, eps, offset, fused_add):
     grid = (triton.cdiv(m, rows),)
     args = (x2, r2, w, y, s, x2.stride(0), r2.stride(0), m, hidden, float(eps), float(offset))
     kw = dict(HAS_WEIGHT=weight is not None, FUSED_ADD=fused_add, BLOCK_N=block_n, ROWS=rows,
-              num_warps=num_warps)
+              MANUAL_BF16=not x2.is_cuda, num_warps=num_warps)
     if x2.is_cuda and x2.device.index != torch.cuda.current_device():
         with torch.cuda.device(x2.device):  # Triton launches on the current device
             _rms_norm_kernel[grid](*args, **kw)

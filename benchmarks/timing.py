@@ -1,0 +1,45 @@
+"""Shared GPU timing for the kernel benchmarks: CUDA-graph replay timing and the copy-bandwidth ceiling."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+import torch
+
+
+def graph_time_us(fn: Callable[[], object], inner: int, reps: int) -> float:
+    """Median microseconds per call of ``fn``, captured ``inner`` times in one CUDA graph (after a warm-up on
+    a side stream) and replayed ``reps`` times, timed with CUDA events. Python and launch overhead are out."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(inner):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        graph.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3 / inner)
+    return statistics.median(times)
+
+
+def copy_bandwidth_gbs(inner: int = 5, reps: int = 10, nbytes: int = 1 << 30) -> float:
+    """Device-to-device bandwidth ceiling in GB/s (read + write counted): the best of a ``copy_`` and an
+    elementwise ``mul(out=)`` over ``nbytes`` buffers (either alone has undershot the other on some stacks)."""
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    best = min(graph_time_us(lambda: dst.copy_(src), inner, reps),
+               graph_time_us(lambda: torch.mul(src, 1.0, out=dst), inner, reps))
+    return 2 * nbytes / (best * 1e-6) / 1e9
