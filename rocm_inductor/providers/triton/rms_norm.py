@@ -114,12 +114,13 @@ def _round_bf16(v):
 
 
 @triton.jit
-def _round_to(v, DTYPE: tl.constexpr, MANUAL_BF16: tl.constexpr):
+def _round_to(v, DTYPE: tl.constexpr, MANUAL_BF16: tl.constexpr = True):
     """float32 ``v`` rounded once (RTNE) to ``DTYPE`` (bfloat16, float16 or float32).
 
     Compiled Triton converts to bf16 with round-to-nearest-even (``cvt.rn``); its interpreter truncates,
     so under ``TRITON_INTERPRET=1`` (``MANUAL_BF16``) the rounding is done by integer arithmetic instead,
-    bit-identical to the compiled conversion.
+    bit-identical to the compiled conversion. The default (manual) is right everywhere, just a few integer
+    ops slower; kernels that know they are compiled pass ``MANUAL_BF16=False``.
     """
     if DTYPE == tl.bfloat16 and MANUAL_BF16:
         return _round_bf16(v)
