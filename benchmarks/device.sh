@@ -12,7 +12,10 @@ python3 -c "import torch, triton, transformers, flashinfer; print('torch', torch
 for step in "$@"; do
   echo "=== $step $(date +%T)"
   case $step in
-    tests) timeout 420 python3 -m pytest -q -p no:cacheprovider -m gpu tests/ -rfE 2>&1 | tail -40 ;;
+    tests) timeout 420 python3 -m pytest -q -p no:cacheprovider -p no:logging -m gpu tests/ -rfE --tb=short 2>&1 \
+             | tee "$OUT/gpu_tests.log" | tail -40 ;;
+    tests:*) timeout 420 python3 -m pytest -q -p no:cacheprovider -p no:logging -m gpu -rfE --tb=short \
+             $(echo "${step#tests:}" | tr , ' ') 2>&1 | tee "$OUT/gpu_tests.log" | tail -60 ;;
     example) timeout 120 python3 examples/compile_llama.py --steps 3 2>&1 | grep -v Warning | tail -6 ;;
     norm) timeout 300 python3 benchmarks/bench_rms_norm.py --out "$OUT" 2>&1 | grep -v "^rms_norm \|^fused_add" | tail -40 ;;
     rope) timeout 300 python3 benchmarks/bench_rope.py --out "$OUT" 2>&1 | tail -45 ;;
