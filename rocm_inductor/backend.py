@@ -43,6 +43,9 @@ MODE_LEVELS: dict[str, tuple[int, bool]] = {
 }
 
 
+_RESTART = getattr(torch._dynamo.exc, "RestartAnalysis", ())
+
+
 def resolve(mode: str | None, options: dict[str, Any] | Options | None) -> tuple[Options, dict[str, Any]]:
     """Turn ``mode``/``options`` into validated options and Inductor config patches.
 
@@ -112,7 +115,8 @@ def rocm_fused(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], mode: st
         with gemm_override(opts):  # level 2: small-M GEMMs on ATen, for this compile only
             return compile_fx(gm, example_inputs, config_patches=patches)
     except Exception as e:
-        if opts.strict or PASS_HOOK not in patches:
+        # Dynamo's restart signals are control flow, not failures: let them through untouched.
+        if opts.strict or PASS_HOOK not in patches or isinstance(e, _RESTART):
             raise
         log.warning("rocm_fused: compiling with our rewrites failed (%s: %s); compiling without them",
                     type(e).__name__, e)

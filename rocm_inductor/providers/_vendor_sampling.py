@@ -70,6 +70,8 @@ def prepare(scores, temperature, temperature_value, top_k, top_k_value, top_p, t
     k = per_row(top_k, b, torch.int64)
     if k is None:
         k = torch.full((b,), int(top_k_value), device=x.device, dtype=torch.int64)
+    # per-row parameters may arrive as CPU scalars lifted by Dynamo: move them to the logits' device
+    t, p, k = t.to(x.device), p.to(x.device), k.to(x.device)
     k = torch.where((k <= 0) | (k >= v), v, k).to(torch.int32)
     mx = x.amax(-1)
     greedy = (t <= 0) | (p <= 0) | ~torch.isfinite(mx)
