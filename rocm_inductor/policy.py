@@ -9,7 +9,11 @@ from __future__ import annotations
 #: Provider preference per platform and op; the first available provider whose limits take the match wins.
 #: - rocm norm: the fork's round-to-nearest kernel (1.05% drift over 64 layers, DESIGN.md), then Triton.
 #:   AITER is never a default for norms (truncating bf16 stores, ROCm/aiter#5151): only when forced.
-#: - cuda norm: FlashInfer, then Triton (see benchmarks/RESULTS.md for the measured comparison).
+#: - cuda rms_norm: FlashInfer, then Triton. H200, bf16, CUDA-graph timing (benchmarks/RESULTS.md,
+#:   2026-11-29): at decode sizes (M <= 32) FlashInfer 0.5.3 is 1.00-1.19x Inductor's kernel, ours (Triton)
+#:   0.96-1.09x; at M >= 4096 Triton leads for H <= 4096 (1.07-1.14x) and both trail Inductor at H = 8192.
+#: - cuda fused_add_rms_norm: Triton first: 1.04-1.41x Inductor's kernel over most shapes (0.96x worst);
+#:   FlashInfer's kernel is in place, so our functional op must clone both inputs first: 2x slower.
 #: - cpu: empty: Inductor's C++ code is already right for CPU; force ``provider="reference"`` to rewrite.
 PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
     "rocm": {
@@ -28,7 +32,7 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "cuda": {
         "rms_norm": ("flashinfer", "triton"),
-        "fused_add_rms_norm": ("flashinfer", "triton"),
+        "fused_add_rms_norm": ("triton", "flashinfer"),
         # FlashInfer has no sigmoid gate: our Triton kernel only.
         "sigmoid_gate": ("triton",),
         # sample: FlashInfer 0.5.3 top_k_top_p_sampling_from_logits 225/286/351 us vs eager HF 513/775/1507 us
@@ -48,14 +52,17 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
 PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     # sigmoid_gate, rocm: on. Reason: issue 4 (one graph-safe Triton op under HIP graph capture/padding);
     #   not yet measured on MI300X/MI355X: the benchmark (benchmarks/bench_sigmoid_gate.py) must confirm.
-    # sigmoid_gate, cuda: OFF until benchmarks/bench_sigmoid_gate.py on the H200 shows the op beating
-    #   Inductor's fused elementwise kernel at (1|32|2048 tokens x 4096|8192) bf16; an extern op also blocks
-    #   Inductor from fusing the gate's producers (the reshape copies) into it.
+    # sigmoid_gate, cuda: OFF. Measured on the H200 (2026-11-29, benchmarks/RESULTS.md): the op alone is
+    #   0.94x / 0.99x / 1.00x Inductor's fused kernel at (1, 4096) / (32, 4096) / (2048, 8192) bf16, and in
+    #   context (Qwen3-Next's strided gate slice + o_proj) 0.87x / 0.87x / 0.85x, because the extern op stops
+    #   Inductor from fusing the slice/transpose copies into the gate.
     # sampling: on. Eager HF chain 0.5-1.5 ms at V=151936 on the H200 and Inductor crashed on it with a
     #   dynamic batch (DEVICE.md); ROCm follows the same reasoning, not measured there.
-    # rope: OFF on both until benchmarks/bench_rope.py shows the one-launch q+k op beating Inductor's fused
-    #   elementwise kernel for the HF code (Inductor already fuses rotate_half; an extern op blocks fusing
-    #   the q/k projections' epilogue). Enable with options={"passes": {"rope": True}}.
+    # rope: OFF. Measured on the H200 (2026-11-29, benchmarks/RESULTS.md): the rewritten HF graph
+    #   (pass[triton]) is 1.25-1.29x Inductor at 1 token for (32|64, 8, 128) heads but 0.33-0.6x from 32
+    #   tokens up (the extern op needs its own q/k/cos/sin layouts, copies Inductor fuses away); the op alone
+    #   is 0.85-1.24x.
+    #   ROCm: off too until measured there. Enable with options={"passes": {"rope": True}}.
     "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False},
     "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": True, "rope": False},
     "cpu": {},
