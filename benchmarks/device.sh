@@ -20,8 +20,8 @@ for step in "$@"; do
     norm) timeout 300 python3 benchmarks/bench_rms_norm.py --out "$OUT" 2>&1 | grep -v "^rms_norm \|^fused_add" | tail -40 ;;
     rope) timeout 300 python3 benchmarks/bench_rope.py --out "$OUT" 2>&1 | tail -45 ;;
     gate) timeout 240 python3 benchmarks/bench_sigmoid_gate.py --out "$OUT" 2>&1 | tail -30 ;;
-    sampling) timeout 420 python3 benchmarks/bench_sampling.py --out "$OUT" 2>&1 | tail -40 ;;
-    gemm) timeout 560 python3 benchmarks/bench_gemm_levels.py --out "$OUT" --budget-s 420 2>&1 | tail -30 ;;
+    sampling) timeout ${SAMPLING_TIMEOUT:-420} python3 benchmarks/bench_sampling.py --out "$OUT" 2>&1 | tail -40 ;;
+    gemm) timeout ${GEMM_TIMEOUT:-560} python3 benchmarks/bench_gemm_levels.py --out "$OUT" --budget-s ${GEMM_BUDGET:-420} 2>&1 | tail -30 ;;
   esac
 done
 echo "=== done $(date +%T)"
