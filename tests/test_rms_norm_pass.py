@@ -218,3 +218,23 @@ def test_training_graph_is_reported_not_rewritten():
     fwd = seen[0]
     assert fwd.after[RMS] == 0
     assert any("training graph" in n.reason for n in fwd.report.near_misses), fwd.report
+
+
+def test_eps_read_from_graph_when_specific_match_lacks_it(monkeypatch):
+    """torch 2.11's pattern matcher gives extra_check the re-traced match, whose eps is a literal rather than
+    a keyword when the model's eps differs from the traced placeholder (1e-6): eps must come from the graph."""
+    import torch._inductor.pattern_matcher as pm
+
+    if not hasattr(pm, "_unflatten_match_kwargs"):
+        pytest.skip("this torch already behaves like 2.11")
+    orig = pm._unflatten_match_kwargs
+
+    def like_2_11(kwargs, info, defaults=None):
+        return orig(kwargs, info) if defaults is None else dict(kwargs)
+
+    monkeypatch.setattr(pm, "_unflatten_match_kwargs", like_2_11)
+    norm = SPELLINGS["hf_llama"](eps=1e-2).to(torch.bfloat16)  # a large eps makes a wrong one visible
+    x = torch.randn(4, 64, dtype=torch.bfloat16) * 0.1
+    out, (g,) = compile_run(Single(norm), x, x)
+    assert g.after[RMS] == 1
+    assert_contract(out, Single(norm)(x, x), rms_norm_64(x, norm.weight, 1e-2))

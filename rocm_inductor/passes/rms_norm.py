@@ -126,6 +126,12 @@ def _rsqrt_of(nodes: list[Node]) -> Node | None:
     return next((n for n in nodes if n.target is aten.rsqrt.default), None)
 
 
+def _eps_of(rsqrt: Node | None) -> Any:
+    """The eps operand of ``rsqrt(add(mean, eps))`` (a number, or a Node when eps is a tensor)."""
+    add = rsqrt.args[0] if rsqrt is not None else None
+    return add.args[1] if isinstance(add, Node) and len(add.args) == 2 else None
+
+
 def _is_mean_subtracted(x: Node) -> bool:
     """True for ``a - mean(a, -1, keepdim)`` (LayerNorm's centring), possibly behind a cast."""
     if x.target is torch.ops.prims.convert_element_type.default and isinstance(x.args[0], Node):
@@ -153,8 +159,12 @@ def _check(op: str, offset: float, residual: bool):
     def extra_check(match: Match) -> bool:
         ctx = current_context()
         kw = match.kwargs
-        x_node, w_node, eps = kw["x"], kw.get("w"), kw["eps"]
-        anchor_node = _rsqrt_of(match.nodes) or match.output_nodes()[0]
+        x_node, w_node = kw["x"], kw.get("w")
+        rsqrt = _rsqrt_of(match.nodes)
+        anchor_node = rsqrt or match.output_nodes()[0]
+        # torch 2.11 hands extra_check the match of the pattern re-traced with the real eps, where eps is a
+        # literal, not a keyword: read it from the graph (rsqrt(add(mean, eps))) then.
+        eps = kw["eps"] if "eps" in kw else _eps_of(rsqrt)
         anchor, where = anchor_node.name, location_of(anchor_node)
         what = "residual add + RMSNorm" if residual else "RMSNorm"
 
