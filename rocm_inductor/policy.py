@@ -56,14 +56,18 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     #   0.94x / 0.99x / 1.00x Inductor's fused kernel at (1, 4096) / (32, 4096) / (2048, 8192) bf16, and in
     #   context (Qwen3-Next's strided gate slice + o_proj) 0.87x / 0.87x / 0.85x, because the extern op stops
     #   Inductor from fusing the slice/transpose copies into the gate.
-    # sampling: on. Eager HF chain 0.5-1.5 ms at V=151936 on the H200 and Inductor crashed on it with a
-    #   dynamic batch (DEVICE.md); ROCm follows the same reasoning, not measured there.
+    # sampling, cuda: OFF. Measured on the H200 (2026-11-29, benchmarks/RESULTS.md): FlashInfer 0.5.3 cannot
+    #   be captured (no seed/offset tensors) and our capture-safe Triton kernel takes 2.3-2.4 ms at V=151936
+    #   (eager HF chain 0.3-1.5 ms, Inductor 0.21 ms at B=1). Enable it where Inductor crashes on the chain
+    #   (any batch > 1 in that run) with options={"passes": {"sampling": True}}.
+    # sampling, rocm: on (the fork's sampler takes device seed/offset, DESIGN.md); not measured here, and
+    #   the Triton fallback's H200 speed above argues for measuring before trusting it.
     # rope: OFF. Measured on the H200 (2026-11-29, benchmarks/RESULTS.md): the rewritten HF graph
     #   (pass[triton]) is 1.25-1.29x Inductor at 1 token for (32|64, 8, 128) heads but 0.33-0.6x from 32
     #   tokens up (the extern op needs its own q/k/cos/sin layouts, copies Inductor fuses away); the op alone
     #   is 0.85-1.24x.
     #   ROCm: off too until measured there. Enable with options={"passes": {"rope": True}}.
     "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False},
-    "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": True, "rope": False},
+    "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": False, "rope": False},
     "cpu": {},
 }

@@ -49,8 +49,9 @@ def test_chi_square_on_device(t, k, p):
 def test_reduce_overhead_replays_draw_fresh_tokens():
     """Model-free capture/replay: each replay draws new tokens; the same manual_seed gives the same ones."""
     torch._dynamo.reset()
-    fn = torch.compile(sp.hf_sampler(0.8, 50, 0.9), backend="rocm_fused", mode="reduce-overhead",
-                       fullgraph=True)
+    # reduce-overhead's pieces as options (the sampling pass is off by default on CUDA: policy.py)
+    fn = torch.compile(sp.hf_sampler(0.8, 50, 0.9), backend="rocm_fused", fullgraph=True,
+                       options={"cudagraphs": True, "passes": {"sampling": True}})
     logits = torch.zeros(8, 1, 32000, device="cuda")
     with torch.no_grad():
         for _ in range(3):  # warm up + record
@@ -69,7 +70,8 @@ def test_reduce_overhead_replays_draw_fresh_tokens():
 def test_dynamic_batch_hf_chain_compiles_on_device():
     """The chain that crashed Inductor's SplitScan codegen on the H200 (torch 2.11, dynamic batch)."""
     torch._dynamo.reset()
-    fn = torch.compile(sp.hf_sampler(0.7, 50, 0.9), backend="rocm_fused", dynamic=True)
+    fn = torch.compile(sp.hf_sampler(0.7, 50, 0.9), backend="rocm_fused", dynamic=True,
+                       options={"passes": {"sampling": True}})
     with torch.no_grad():
         for b in (1, 16, 64):
             out = fn(torch.randn(b, 1, 151936, device="cuda"))
