@@ -23,13 +23,12 @@ Usage: ``python benchmarks/bench_rope.py [--out DIR] [--reps 20] [--inner 20]``
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib.util
 import os
 import sys
 
 import torch
-from timing import copy_bandwidth_gbs, graph_time_us  # noqa: E402  (benchmarks/timing.py)
+from timing import copy_bandwidth_gbs, graph_time_us, write_results  # noqa: E402  (benchmarks/timing.py)
 
 TOKENS = (1, 32, 512, 8192)
 HEADS = ((32, 8, 128), (64, 8, 128), (16, 16, 64))
@@ -111,18 +110,7 @@ def _case(hq, hkv, d, t, inv_freq, cache, copy_bw, has_fi, args) -> list[dict]:
 
 
 def write(rows: list[dict], out: str) -> None:
-    os.makedirs(out, exist_ok=True)
-    cols = list(rows[0])
-    with open(os.path.join(out, "rope.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols)
-        w.writeheader()
-        w.writerows(rows)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
-    text = "\n".join(lines) + "\n"
-    with open(os.path.join(out, "rope.md"), "w") as f:
-        f.write(f"# RoPE on {torch.cuda.get_device_name()} (torch {torch.__version__})\n\n" + text)
-    print(text)
+    print(write_results(rows, out, "rope", f"RoPE on {torch.cuda.get_device_name()} (torch {torch.__version__})"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,14 +26,13 @@ Usage: ``python benchmarks/bench_sigmoid_gate.py [--out DIR] [--reps 30] [--inne
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib.util
 import os
 import sys
 from collections.abc import Callable
 
 import torch
-from timing import copy_bandwidth_gbs, graph_time_us  # noqa: E402  (benchmarks/timing.py)
+from timing import copy_bandwidth_gbs, graph_time_us, write_results  # noqa: E402  (benchmarks/timing.py)
 
 SHAPES = ((1, 4096), (32, 4096), (2048, 8192))
 HEAD_DIM = 256  # Qwen3-Next's head_dim (16 heads x 256 = 4096)
@@ -115,25 +114,15 @@ def bench(args: argparse.Namespace) -> list[dict]:
 
 
 def write(rows: list[dict], out: str) -> None:
-    os.makedirs(out, exist_ok=True)
-    cols = list(rows[0])
-    with open(os.path.join(out, "sigmoid_gate.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols)
-        w.writeheader()
-        w.writerows(rows)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
     # Speed-up of ours over Inductor per (kind, shape): the number the CUDA policy entry needs.
-    lines.append("")
+    extra = [""]
     by = {(r["kind"], r["tokens"], r["width"], r["impl"]): r["us"] for r in rows}
     for (kind, t, w_, impl), us in by.items():
         if impl == "ours[triton]" and (kind, t, w_, "inductor") in by:
-            lines.append(f"- {kind} {t}x{w_}: inductor {by[(kind, t, w_, 'inductor')]} us, ours[triton] {us} us, "
+            extra.append(f"- {kind} {t}x{w_}: inductor {by[(kind, t, w_, 'inductor')]} us, ours[triton] {us} us, "
                          f"speed-up x{by[(kind, t, w_, 'inductor')] / us:.2f}")
-    text = "\n".join(lines) + "\n"
-    with open(os.path.join(out, "sigmoid_gate.md"), "w") as f:
-        f.write(f"# sigmoid_gate on {torch.cuda.get_device_name()} (torch {torch.__version__})\n\n" + text)
-    print(text)
+    title = f"sigmoid_gate on {torch.cuda.get_device_name()} (torch {torch.__version__})"
+    print(write_results(rows, out, "sigmoid_gate", title, extra))
 
 
 def main(argv: list[str] | None = None) -> int:

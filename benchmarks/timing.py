@@ -43,3 +43,23 @@ def copy_bandwidth_gbs(inner: int = 5, reps: int = 10, nbytes: int = 1 << 30) ->
     best = min(graph_time_us(lambda: dst.copy_(src), inner, reps),
                graph_time_us(lambda: torch.mul(src, 1.0, out=dst), inner, reps))
     return 2 * nbytes / (best * 1e-6) / 1e9
+
+
+def write_results(rows: list[dict], out: str, stem: str, title: str, extra: list[str] = ()) -> str:
+    """Write ``rows`` (dicts with the same keys) as ``<out>/<stem>.csv`` and a markdown table
+    ``<out>/<stem>.md`` under ``# title`` (plus ``extra`` lines after the table); return the table text."""
+    import csv
+    import os
+
+    os.makedirs(out, exist_ok=True)
+    cols = list(rows[0])
+    with open(os.path.join(out, f"{stem}.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
+    text = "\n".join([*lines, *extra]) + "\n"
+    with open(os.path.join(out, f"{stem}.md"), "w") as f:
+        f.write(f"# {title}\n\n" + text)
+    return text
