@@ -18,6 +18,7 @@ default / ``"reduce-overhead"``        1      rewrites, Inductor defaults (+ CUD
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -64,7 +65,7 @@ def resolve(mode: str | None, options: dict[str, Any] | Options | None) -> tuple
         raise ValueError(f"rocm_fused: unknown mode {mode!r}; valid modes are {list(MODE_LEVELS)}")
     level, graphs = (opts.level, opts.level == 2) if mode is None else MODE_LEVELS[mode]
     if mode is not None and level != opts.level:
-        opts = parse_options({**_as_dict(opts), "level": level})
+        opts = dataclasses.replace(opts, level=level)
     if opts.cudagraphs is not None:
         graphs = opts.cudagraphs
     patches: dict[str, Any] = {}
@@ -79,12 +80,6 @@ def resolve(mode: str | None, options: dict[str, Any] | Options | None) -> tuple
 
         patches.update(gemm_config_patches(opts))
     return opts, patches
-
-
-def _as_dict(opts: Options) -> dict[str, Any]:
-    return {"level": opts.level, "provider": opts.provider, "providers": dict(opts.providers),
-            "passes": dict(opts.passes), "strict": opts.strict, "aten_gemm_max_m": opts.aten_gemm_max_m,
-            "cudagraphs": opts.cudagraphs}
 
 
 def rocm_fused(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], mode: str | None = None,
