@@ -40,6 +40,9 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="induct
 
 import torch  # noqa: E402
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import hf_models  # noqa: E402  (benchmarks/hf_models.py: the model and step, shared with decode.py)
+
 CONFIGS = ("inductor", "rocm_fused_l2", "inductor_ma", "rocm_fused_l1")
 
 
@@ -67,46 +70,19 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def build_model(args):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    if args.tiny:
-        cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                          num_key_value_heads=2, head_dim=16, vocab_size=256, max_position_embeddings=2048)
-    else:  # meta-llama/Llama-3.2-1B's config.json shape
-        cfg = LlamaConfig(hidden_size=2048, intermediate_size=8192, num_hidden_layers=args.layers,
-                          num_attention_heads=32, num_key_value_heads=8, head_dim=64, vocab_size=128256,
-                          max_position_embeddings=131072, rope_theta=500000.0, rms_norm_eps=1e-5,
-                          tie_word_embeddings=True)
-    cfg._attn_implementation = "sdpa"
+    """``(model, config, dtype)``: the Llama-3.2-1B-shaped model of ``hf_models.py`` (tiny with ``--tiny``)."""
     dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
-    with torch.device(args.device):
-        prev = torch.get_default_dtype()
-        torch.set_default_dtype(dtype)
-        try:
-            model = LlamaForCausalLM(cfg).eval()
-        finally:
-            torch.set_default_dtype(prev)
+    model, cfg = hf_models.build_model("llama", args.device, dtype, tiny=args.tiny,
+                                       layers=None if args.tiny else args.layers)
     return model, cfg, dtype
 
 
 def make_inputs(model, cfg, dtype, args, batch: int, seq: int):
     """(step_fn, inputs) for one bucket: ``batch`` sequences of ``seq`` new tokens at ``--pos`` (or 0)."""
-    from transformers import StaticCache
-
-    dev = args.device
     pos0 = 0 if seq > 1 else min(args.pos, args.max_cache_len - 1)
-    cache = StaticCache(config=cfg, max_cache_len=args.max_cache_len)
-    if hasattr(cache, "early_initialization"):  # allocate outside the compiled region
-        cache.early_initialization(batch, cfg.num_key_value_heads, cfg.head_dim, dtype, torch.device(dev))
-    ids = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev)
-    cache_position = torch.arange(pos0, pos0 + seq, device=dev)
-    position_ids = cache_position.unsqueeze(0).expand(batch, seq)
-
-    def step(input_ids, position_ids, cache_position):
-        return model(input_ids=input_ids, position_ids=position_ids, cache_position=cache_position,
-                     past_key_values=cache, use_cache=True).logits
-
-    return step, (ids, position_ids, cache_position)
+    step, inputs, _cache = hf_models.decode_step(model, cfg, batch, seq, pos0, args.max_cache_len, args.device,
+                                                 dtype)
+    return step, inputs
 
 
 def compile_fn(name: str, step, cuda: bool):

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Device runs in one call: bash benchmarks/device.sh STEP... (carry .whl with FlashInfer 0.5.3, DEVICE.md).
-# Steps: tests (every gpu-marked test), example, norm, rope, gate, sampling, gemm. Results land in $OUT.
+# Steps: tests (every gpu-marked test), example, norm, rope, gate, sampling, gemm, decode:MODEL[:CONFIGS]
+# (one model family per device call, e.g. decode:llama or decode:qwen3:rocm_fused_l2), decode-chart (one PNG
+# from the committed benchmarks/results/decode_*.csv). Results land in $OUT.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD:$PWD/benchmarks || exit 1
@@ -21,6 +23,10 @@ for step in "$@"; do
     rope) timeout 300 python3 benchmarks/bench_rope.py --out "$OUT" 2>&1 | tail -45 ;;
     gate) timeout 240 python3 benchmarks/bench_sigmoid_gate.py --out "$OUT" 2>&1 | tail -30 ;;
     sampling) timeout ${SAMPLING_TIMEOUT:-420} python3 benchmarks/bench_sampling.py --out "$OUT" 2>&1 | tail -40 ;;
+    decode:*) m=${step#decode:}; c=${m#*:}; [ "$c" = "$m" ] && c=eager,inductor,rocm_fused_l1,rocm_fused_l2
+             timeout ${DECODE_TIMEOUT:-560} python3 benchmarks/decode.py --models "${m%%:*}" --configs "$c" \
+             --out "$OUT" --budget-s ${DECODE_BUDGET:-470} 2>&1 | tee "$OUT/decode_${m%%:*}.log" | grep -v -i "warn" | tail -40 ;;
+    decode-chart) python3 benchmarks/decode.py --chart benchmarks/results/decode_*.csv --out "$OUT" ;;
     gemm) timeout ${GEMM_TIMEOUT:-560} python3 benchmarks/bench_gemm_levels.py --out "$OUT" --budget-s ${GEMM_BUDGET:-420} 2>&1 | tail -30 ;;
   esac
 done
