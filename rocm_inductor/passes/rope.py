@@ -17,6 +17,12 @@ Around a rotation the pass folds, repeatedly:
 Rotations that share c and s (the same nodes, after canonicalize's CSE) are paired in graph order into one
 op for q and k (one launch); an unpaired rotation gets an op with ``k=None``.
 
+Cached path (``rocm_fused::rope_cached``): when the cos/sin of a NeoX rotation are computed in the graph from
+inputs known at compile time, :func:`cached_plan` evaluates the chain, reads inv_freq and the positions off
+it, builds the float32 [max_pos, rotary_dim] table once (float64 angles, attention scaling folded in) and
+proves that every position's row equals the model's cos/sin; otherwise the on-the-fly op is emitted. Either
+way the match note in the report says which path was taken and why (see the section above ``RoPEPass``).
+
 Why not ``register_replacement``: the spellings differ in integer literals (half dim, slice dims, unsqueeze
 dims, reshape sizes) and in where the broadcast happens, which a traced pattern bakes in; a structural match
 over the few ops above covers all of them with one rule and reads rotary_dim and the style from the match.
@@ -30,6 +36,8 @@ rewrite is still exact (the backward graph was already derived and reads saved t
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 import operator
 from typing import Any
 
@@ -37,7 +45,7 @@ import torch
 from torch._inductor.pattern_matcher import stable_topological_sort
 from torch.fx import Graph, Node
 
-from ..ops.rope import rope_spec
+from ..ops.rope import build_cos_sin_cache, rope_spec
 from ..report import Match as MatchRecord
 from ..report import NearMiss, describe, location_of
 from .canonicalize import insert_call
@@ -301,6 +309,181 @@ def _depends(inputs: list[Node], outs: list[Node], order: dict[Node, int]) -> bo
         stack.extend(n.users)
     return False
 
+# ---------------------------------------------------------------------------------------------------------
+# Cached path: prove where cos/sin come from, build the float32 table once, index it by position.
+#
+# The proof is by compile-time evaluation, not by a spelling: when every input of the cos/sin chain is known
+# at compile time (constants, iota/arange/full, get_attr), the chain is evaluated on real tensors, inv_freq
+# is read off the multiply with the float positions, and the table row of every position is compared with
+# the cos/sin the model computed (within their rounding). Only a chain that equals the table for *all* of
+# its positions is replaced, so any spelling of HF's chain (``pos[..., None].float() * inv_freq``, the
+# ``inv_freq_expanded @ position_ids_expanded`` matmul + transpose, cat(freqs, freqs) or its expand/reshape
+# decomposition, ``* attention_scaling`` folded into the table, the cast to x.dtype) is taken, and nothing
+# else is. HF's ``inv_freq`` buffer is a graph input of the post-grad graph (Dynamo inlines nn modules and
+# lifts buffers as inputs), so its value is unknown at compile time: those models take the on-the-fly path,
+# with the reason in the match note. So does a symbolic (dynamic) sequence length (no static bound on the
+# positions) and a model that supplies its own table (cos/sin or a GPT-J-style sincos buffer as graph input).
+
+#: Largest table we build (rows). Positions past it take the on-the-fly path (the table costs 4 * rd bytes
+#: per row; 2**17 rows of rd=128 is 64 MiB).
+MAX_TABLE_POS = 1 << 17
+
+_SOURCES = (prims.iota.default, aten.full.default, aten.arange.default, aten.arange.start,
+            aten.arange.start_step, aten.scalar_tensor.default, aten.ones.default, aten.zeros.default)
+
+
+@dataclasses.dataclass
+class CachedPlan:
+    """What the cached op needs: the int positions node, the table (real tensor) and how positions are viewed."""
+
+    positions: Node
+    lead: tuple[int, ...]  # positions are reshaped to this (cos.shape[:-1]) to broadcast like cos did
+    table: torch.Tensor  # float32 [max_pos, rotary_dim]
+    scaling: float
+    note: str
+
+
+def _ancestors(roots: list[Node]) -> set[Node]:
+    seen: set[Node] = set()
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            stack.extend(n.all_input_nodes)
+    return seen
+
+
+def _symbolic(a: Any) -> bool:
+    return any(isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool))
+               for x in torch.utils._pytree.tree_leaves(a))
+
+
+def _const_eval(graph: Graph, roots: list[Node]) -> dict[Node, Any] | str:
+    """Real values of ``roots`` when all their inputs are known at compile time, else why not."""
+    need = _ancestors(roots)
+    env: dict[Node, Any] = {}
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily(), torch.no_grad():
+        for n in graph.nodes:
+            if n not in need:
+                continue
+            if n.op == "placeholder" and _symbolic(_val(n)):
+                return f"depends on the symbolic size {n.name} (dynamic shape): no static bound"
+            if n.op == "placeholder":
+                return (f"depends on graph input {n.name} (HF's inv_freq buffer and position ids are lifted as "
+                        "inputs): its values are not known at compile time")
+            if n.op == "get_attr":
+                env[n] = functools.reduce(getattr, n.target.split("."), graph.owning_module)
+                continue
+            if n.op != "call_function" or _symbolic((n.args, n.kwargs)) or _symbolic(_val(n)):
+                return f"{n.name} ({n.target}) has a symbolic size or is not a plain op: no static bound"
+            tags = getattr(n.target, "tags", ())
+            if torch.Tag.nondeterministic_seeded in tags or (not n.all_input_nodes and n.target not in _SOURCES):
+                return f"{n.name} ({n.target}) is not a constant source"
+            args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), lambda m: env[m])
+            env[n] = n.target(*args, **kwargs)
+    return env
+
+
+def _descends(n: Node, target: Any, anc: set[Node]) -> bool:
+    return any(_is(m, target) for m in _ancestors([n]) if m in anc)
+
+
+_SHAPE_OPS = (aten.unsqueeze.default, aten.expand.default, aten.clone.default, aten.permute.default,
+              aten.squeeze.dim, aten.squeeze.default, aten.transpose.int, *_RESHAPES)
+
+
+def _strip_shape(n: Any) -> Any:
+    """The tensor under shape-only ops (and ``cat([f, f])``: the NeoX duplication of freqs)."""
+    while True:
+        if _is(n, *_SHAPE_OPS):
+            n = n.args[0]
+        elif _is(n, aten.cat.default) and len(n.args[0]) == 2 and n.args[0][0] is n.args[0][1]:
+            n = n.args[0][0]
+        else:
+            return n
+
+
+def _scaling(c: Node, fn: Any, anc: set[Node]) -> float | None:
+    """Product of the Python-scalar multiplies between ``fn`` (aten.cos/sin) and ``c`` (None: not a number)."""
+    s = 1.0
+    for m in _ancestors([c]):
+        if _is(m, aten.mul.Tensor) and _descends(m, fn, anc):
+            sc = [a for a in m.args if not isinstance(a, Node)]
+            if sc:
+                if not isinstance(sc[0], (int, float)) or isinstance(sc[0], bool):
+                    return None
+                s *= float(sc[0])
+    return s
+
+
+def cached_plan(graph: Graph, r: Rotation) -> CachedPlan | str:
+    """A :class:`CachedPlan` for rotation ``r`` when its cos/sin provably equal a float32 table by position.
+
+    Returns the reason (str) when not: the model's own table, inputs unknown at compile time, no static
+    position bound, positions past :data:`MAX_TABLE_POS`, or cos/sin that differ from the table built from
+    the chain's inv_freq (another theta / rotary_dim on one of them, a non-scalar scaling, ...).
+    """
+    if isinstance(r.cos, tuple) or r.interleaved or r.half_table:
+        return f"the model supplies its own {r.style} table"
+    cv = _val(r.cos)
+    anc = _ancestors([r.cos, r.sin])
+    if not any(_is(m, aten.cos.default) for m in anc) or not any(_is(m, aten.sin.default) for m in anc):
+        return "cos/sin are not computed in this graph (the model supplies its table)"
+    # angles: the positions x inv_freq product under cos (through shape ops only: cat(freqs, freqs) or its
+    # expand/reshape form, the transpose of the matmul form); positions: the side that is int -> float
+    cos_fn = next(m for m in anc if _is(m, aten.cos.default) and m in _ancestors([r.cos]))
+    prod = _strip_shape(cos_fn.args[0])
+    if not _is(prod, aten.mul.Tensor, aten.bmm.default, aten.mm.default, aten.matmul.default) \
+            or len(prod.args) != 2 or not all(isinstance(a, Node) for a in prod.args):
+        return f"the cos argument is {prod.target if isinstance(prod, Node) else prod}, not positions x inv_freq"
+    sides = [_strip_shape(a) for a in prod.args]
+    is_pos = [_is(a, _CONVERT) and _val(a.args[0]) is not None and not _val(a.args[0]).is_floating_point()
+              for a in sides]
+    if sum(is_pos) != 1:
+        return "cannot tell positions from inv_freq in the angle product"
+    pos = sides[is_pos.index(True)].args[0]
+    inv_node = sides[is_pos.index(False)]  # under its broadcast: (rd/2,) values
+    sc, ss = _scaling(r.cos, aten.cos.default, anc), _scaling(r.sin, aten.sin.default, anc)
+    if sc is None or ss is None or sc != ss or not math.isfinite(sc):
+        return f"attention scaling of cos ({sc}) and sin ({ss}) is not one known number"
+    for what, roots in (("inv_freq", [inv_node]), ("positions", [pos]), ("cos/sin", [r.cos, r.sin])):
+        env = _const_eval(graph, roots)  # in this order, so the report names what is unknown
+        if isinstance(env, str):
+            return f"{what}: {env}"
+    env = _const_eval(graph, [r.cos, r.sin, pos, inv_node])
+    if isinstance(env, str):
+        return env
+    c, s, p, inv = env[r.cos], env[r.sin], env[pos], env[inv_node]
+    rd = r.rotary_dim
+    if not inv.is_floating_point() or inv.numel() != rd // 2:
+        return f"inv_freq has {inv.numel()} values, rotary_dim {rd} needs {rd // 2}"
+    if p.numel() == 0:
+        return "no positions (empty sequence)"
+    lo, hi = int(p.min()), int(p.max())
+    if lo < 0 or hi >= MAX_TABLE_POS:
+        return f"positions [{lo}, {hi}] are past the table ([0, {MAX_TABLE_POS}))"
+    lead = tuple(cv.shape[:-1])
+    if not all(isinstance(d, int) for d in lead) or p.numel() != math.prod(lead):
+        return f"positions {tuple(p.shape)} don't map onto cos {tuple(cv.shape)}"
+    table = build_cos_sin_cache(inv.reshape(-1), hi + 1, sc, device="cpu")
+    rows = table.double()[p.reshape(lead).long().cpu()]
+    h = rd // 2
+    want_c = torch.cat([rows[..., :h], rows[..., :h]], -1)
+    want_s = torch.cat([rows[..., h:], rows[..., h:]], -1)
+    # eager rounds cos/sin to their dtype and (HF) forms the angle in float32: allow both roundings
+    for got, want, what in ((c, want_c, "cos"), (s, want_s, "sin")):
+        tol = abs(sc) * (2 * torch.finfo(got.dtype).eps + 4 * hi * float(inv.abs().max()) * 2.0**-24) + 1e-12
+        err = float((got.double().cpu() - want).abs().max())
+        if tuple(got.shape) != tuple(want.shape) or not err <= tol:
+            return (f"{what} differs from the table built from inv_freq by {err:.3g} > {tol:.3g} "
+                    "(another theta / rotary_dim / scaling)")
+    note = (f"cached: float32 table [{hi + 1}, {rd}] from inv_freq (float64 angles)"
+            + (f", attention scaling {sc:g} folded in" if sc != 1.0 else ""))
+    return CachedPlan(pos, lead, table, sc, note)
+
 
 class RoPEPass:
     """The RoPE family pass (see module docstring)."""
@@ -309,6 +492,8 @@ class RoPEPass:
     ops = ("rope", "rope_cached")
 
     def __call__(self, graph: Graph, ctx: PassContext) -> None:
+        self._plans: dict[tuple[int, int], CachedPlan | str] = {}  # per (cos, sin): layers share one table
+        self._tables: dict[tuple[int, int], Node] = {}
         rots: list[Rotation] = []
         for n in list(graph.nodes):
             r = _match_add(n) or _match_complex(n)
@@ -348,15 +533,19 @@ class RoPEPass:
         if reorder and _depends(inputs, [r.out for r in pair], order):
             return False  # one rotation feeds the other's input: they can't share one op
         qv, kv = _val(r1.inp), (_val(r2.inp) if r2 else None)
+        where = location_of(r1.anchor)
+        before = last.next
+        if self._emit_cached(graph, ctx, pair, before):
+            if reorder:
+                stable_topological_sort(graph)
+            return True
         spec = rope_spec(qv, kv, _val(tables[0]) if not isinstance(r1.cos, tuple) else torch.empty(0),
                          r1.rotary_dim, r1.interleaved, r1.half_table, cached=False, head_axis=_head_axis(r1))
         choice = ctx.choose("rope", spec)
-        where = location_of(r1.anchor)
         if choice.provider is None:
             for r in pair:
                 ctx.near_miss(r.anchor.name, NearMiss("rope", f"RoPE ({r.style})", choice.why_not, where))
             return True
-        before = last.next
         if isinstance(r1.cos, tuple):  # complex: cos = Re(freqs_cis), sin = Im(freqs_cis), one per pair
             f = r1.cos[1]
             fr = insert_call(graph, before, aten.view_as_real.default, (f,), like=r1.anchor)
@@ -373,5 +562,61 @@ class RoPEPass:
         if reorder:  # users of the earlier rotation now come before the op: move them after it
             stable_topological_sort(graph)
         shape, dtype = describe(qv)
-        ctx.matched(r1.anchor.name, MatchRecord("rope", "rope", choice.provider, shape, dtype, where))
+        note = "; ".join([f"on-the-fly: {self._plan(graph, r1)}", *choice.reasons])
+        ctx.matched(r1.anchor.name, MatchRecord("rope", "rope", choice.provider, shape, dtype, where, note))
+        return True
+
+    def _plan(self, graph: Graph, r: Rotation) -> CachedPlan | str:
+        key = (id(r.cos), id(r.sin))
+        if key not in self._plans:
+            try:
+                self._plans[key] = cached_plan(graph, r)
+            except Exception as e:  # evaluation of an odd chain failed: the on-the-fly path is always exact
+                self._plans[key] = f"cos/sin chain could not be evaluated at compile time ({type(e).__name__}: {e})"
+        return self._plans[key]
+
+    def _emit_cached(self, graph: Graph, ctx: PassContext, pair: list[Rotation], before: Node) -> bool:
+        """Emit ``rope_cached`` for ``pair`` when :func:`cached_plan` proves the table; False otherwise."""
+        r1 = pair[0]
+        r2 = pair[1] if len(pair) == 2 else None
+        plan = self._plan(graph, r1)
+        if isinstance(plan, str):
+            return False
+        qv, kv = _val(r1.inp), (_val(r2.inp) if r2 else None)
+        fake_table = qv.fake_mode.from_tensor(plan.table.to(qv.device)) if hasattr(qv, "fake_mode") else None
+        if fake_table is None:
+            return False
+        spec = rope_spec(qv, kv, fake_table, r1.rotary_dim, False, True, cached=True,
+                         head_axis=_head_axis(r1))
+        choice = ctx.choose("rope_cached", spec)
+        if choice.provider is None:  # the on-the-fly op may still have a provider
+            self._plans[(id(r1.cos), id(r1.sin))] = f"no provider takes rope_cached ({choice.why_not})"
+            return False
+        key = (id(r1.cos), id(r1.sin))
+        if key not in self._tables:
+            gm = graph.owning_module
+            i = 0
+            while hasattr(gm, f"_rocm_rope_cache_{i}"):
+                i += 1
+            name = f"_rocm_rope_cache_{i}"
+            # Stored flat and viewed back: Inductor hands a constant that reaches an extern op directly to
+            # the op's fake impl as a real tensor (which fake mode rejects); a view of it is a plain IR view.
+            gm.register_buffer(name, plan.table.to(qv.device).reshape(-1))
+            phs = [n for n in graph.nodes if n.op == "placeholder"]
+            with (graph.inserting_after(phs[-1]) if phs else graph.inserting_before(next(iter(graph.nodes)))):
+                flat = graph.get_attr(name)
+            flat.meta["val"] = qv.fake_mode.from_tensor(getattr(gm, name))
+            self._tables[key] = insert_call(graph, before, aten.view.default, (flat, list(plan.table.shape)),
+                                            like=r1.anchor)
+        table = self._tables[key]
+        pos = insert_call(graph, before, aten.reshape.default, (plan.positions, list(plan.lead)), like=r1.anchor)
+        args = (r1.inp, r2.inp if r2 else None, pos, table, r1.rotary_dim, False, choice.provider)
+        op = insert_call(graph, before, torch.ops.rocm_fused.rope_cached.default, args, like=r1.anchor)
+        for i, r in enumerate(pair):
+            g = insert_call(graph, before, operator.getitem, (op, i), like=r.anchor)
+            r.out.replace_all_uses_with(g)
+        shape, dtype = describe(qv)
+        note = "; ".join([plan.note, *choice.reasons])
+        ctx.matched(r1.anchor.name, MatchRecord("rope", "rope_cached", choice.provider, shape, dtype,
+                                                location_of(r1.anchor), note))
         return True
