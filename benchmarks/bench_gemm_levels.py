@@ -42,6 +42,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import hf_models  # noqa: E402  (benchmarks/hf_models.py: the model and step, shared with decode.py)
+from timing import time_call  # noqa: E402  (benchmarks/timing.py)
 
 CONFIGS = ("inductor", "rocm_fused_l2", "inductor_ma", "rocm_fused_l1")
 
@@ -108,30 +109,14 @@ def _fresh_compile_state():
 
 
 def time_steps(fn, inputs, args) -> list[float]:
-    """Per-step microseconds, one value per round (CUDA events around ``reps`` graph replays)."""
-    cuda = args.device == "cuda"
+    """Per-step microseconds, one value per round (``benchmarks/timing.py:time_call`` over ``reps`` steps)."""
     mark = getattr(torch.compiler, "cudagraph_mark_step_begin", lambda: None)
-    for _ in range(3):  # warm-up: cudagraph trees record on the 2nd/3rd call
+
+    def step():
         mark()
         fn(*inputs)
-    out = []
-    for _ in range(args.rounds):
-        if cuda:
-            torch.cuda.synchronize()
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            for _ in range(args.reps):
-                mark()
-                fn(*inputs)
-            b.record()
-            torch.cuda.synchronize()
-            out.append(a.elapsed_time(b) * 1e3 / args.reps)
-        else:
-            t = time.perf_counter()
-            for _ in range(args.reps):
-                fn(*inputs)
-            out.append((time.perf_counter() - t) * 1e6 / args.reps)
-    return out
+
+    return time_call(step, args.reps, args.rounds, args.device == "cuda")
 
 
 def run_one(name, model, cfg, dtype, args, batch, seq):

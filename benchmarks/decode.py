@@ -52,7 +52,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
-from timing import write_results  # noqa: E402  (benchmarks/timing.py)
+from timing import time_call, write_results  # noqa: E402  (benchmarks/timing.py)
 
 CONFIGS = ("eager", "inductor", "rocm_fused_l1", "rocm_fused_l2")
 T, TOP_K, TOP_P = 0.7, 50, 0.9
@@ -154,29 +154,6 @@ def capture(fn, cuda: bool):
         return fn, f"capture failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
 
 
-def time_call(call, args, cuda: bool) -> list[float]:
-    """Microseconds per call of ``call()`` (no args), one value per round, after a warm-up of 3 calls."""
-    for _ in range(3):  # cudagraph trees record on the 2nd/3rd call
-        call()
-    out = []
-    for _ in range(args.rounds):
-        if cuda:
-            torch.cuda.synchronize()
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            for _ in range(args.reps):
-                call()
-            b.record()
-            torch.cuda.synchronize()
-            out.append(a.elapsed_time(b) * 1e3 / args.reps)
-        else:
-            t = time.perf_counter()
-            for _ in range(args.reps):
-                call()
-            out.append((time.perf_counter() - t) * 1e6 / args.reps)
-    return out
-
-
 # ---------------------------------------------------------------------------------------------- correctness
 
 
@@ -255,7 +232,7 @@ def run_one(name, model, cfg, args, batch, seq, sampler, ref) -> dict:
                 _mark()
                 return fn(*inputs)
 
-        us = time_call(call, args, cuda)
+        us = time_call(call, args.reps, args.rounds, cuda)
         row.update(step_us=round(statistics.median(us), 1), spread_us=round(max(us) - min(us), 1))
 
         if decode and sampler is not None:
@@ -309,7 +286,7 @@ def sample_step(name, step, fn, inputs, sampler, args, cuda) -> dict:
             _mark()
             return samp(fn(*inputs))
 
-    us = time_call(call, args, cuda)
+    us = time_call(call, args.reps, args.rounds, cuda)
     out["sample_step_us"] = round(statistics.median(us), 1)
     return out
 

@@ -63,3 +63,30 @@ def write_results(rows: list[dict], out: str, stem: str, title: str, extra: list
     with open(os.path.join(out, f"{stem}.md"), "w") as f:
         f.write(f"# {title}\n\n" + text)
     return text
+
+
+def time_call(call: Callable[[], object], reps: int, rounds: int, cuda: bool) -> list[float]:
+    """Microseconds per call of ``call()``, one value per round of ``reps`` calls, after 3 warm-up calls
+    (cudagraph trees record on the 2nd/3rd call). CUDA events around the loop on a GPU, wall clock on CPU.
+    For whole compiled steps, whose own CUDA-graph replay is the thing timed."""
+    import time
+
+    for _ in range(3):
+        call()
+    out = []
+    for _ in range(rounds):
+        if cuda:
+            torch.cuda.synchronize()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(reps):
+                call()
+            b.record()
+            torch.cuda.synchronize()
+            out.append(a.elapsed_time(b) * 1e3 / reps)
+        else:
+            t = time.perf_counter()
+            for _ in range(reps):
+                call()
+            out.append((time.perf_counter() - t) * 1e6 / reps)
+    return out
