@@ -22,6 +22,7 @@ import pathlib
 import time
 
 import torch
+from timing import copy_bandwidth_gbs, graph_time_us, time_call  # noqa: E402  (benchmarks/timing.py)
 
 import rocm_inductor  # noqa: F401  (registers the ops)
 
@@ -40,45 +41,13 @@ def hf_chain(logits: torch.Tensor) -> torch.Tensor:
     return torch.multinomial(torch.softmax(scores, -1), 1).squeeze(1)
 
 
-def _event_time(fn, n: int) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(n):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1e3 / n  # us
-
-
 def time_us(fn) -> tuple[float, str]:
-    """Per-call time in us over a captured graph of ITERS calls, else an eager loop."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
+    """Per-call time in us over a captured graph of ITERS calls, else (not capturable) an eager loop."""
     try:
-        g = torch.cuda.CUDAGraph()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            fn()
-        torch.cuda.current_stream().wait_stream(s)
-        with torch.cuda.graph(g):
-            for _ in range(ITERS):
-                fn()
-        g.replay()
-        torch.cuda.synchronize()
-        return _event_time(g.replay, 5) / ITERS, "graph"
+        return graph_time_us(fn, ITERS, 5), "graph"
     except Exception as e:  # not capturable: time the eager loop instead
         torch.cuda.synchronize()
-        return _event_time(fn, ITERS), f"eager loop ({type(e).__name__})"
-
-
-def copy_bandwidth() -> float:
-    """Measured device-to-device copy bandwidth in bytes/s (read + write of 1 GiB)."""
-    x = torch.empty(2**28, dtype=torch.float32, device="cuda")
-    y = torch.empty_like(x)
-    t, _ = time_us(lambda: y.copy_(x))
-    return 2 * x.numel() * 4 / (t * 1e-6)
+        return time_call(fn, ITERS, 1, True)[0], f"eager loop ({type(e).__name__})"
 
 
 def usable_providers() -> list[str]:
@@ -97,7 +66,7 @@ def main() -> None:
     assert torch.cuda.is_available(), "needs a GPU"
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    bw = copy_bandwidth()
+    bw = copy_bandwidth_gbs() * 1e9  # bytes/s
     provs = usable_providers()
     t0 = time.time()
     inductor = torch.compile(hf_chain, dynamic=True)
