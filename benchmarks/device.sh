@@ -3,11 +3,15 @@
 # Steps: tests (every gpu-marked test), example, norm, rope, gate, sampling, gemm, decode:MODEL[:CONFIGS]
 # (one model family per device call, e.g. decode:llama or decode:qwen3:rocm_fused_l2), decode-chart (one PNG
 # from the committed benchmarks/results/decode_*.csv). Results land in $OUT.
+# Two GPUs (nvidia-h200-x2): install once (no steps), then run two instances with SKIP_INSTALL=1 and
+# CUDA_VISIBLE_DEVICES=0 / 1 in the background; tar $OUT at the end (8 files come back at most).
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD:$PWD/benchmarks || exit 1
-# the entry point (backend="rocm_fused" by name) needs the distribution's metadata installed
-python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null 2>&1 || echo "editable install failed"
+if [ -z "${SKIP_INSTALL:-}" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  # the entry point (backend="rocm_fused" by name) needs the distribution's metadata installed
+  python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null 2>&1 || echo "editable install failed"
+fi
+export PYTHONPATH=/tmp/site:$PWD:$PWD/benchmarks
 export FLASHINFER_WORKSPACE_BASE=/tmp PYTHONUNBUFFERED=1 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 python3 -c "import torch, triton, transformers, flashinfer; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__, 'flashinfer', flashinfer.__version__, torch.cuda.get_device_name())"
