@@ -71,3 +71,13 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": False, "rope": False},
     "cpu": {},
 }
+
+#: Smallest normalised size (the last dim) at which an RMSNorm is rewritten by default, per platform; a forced
+#: provider rewrites every size.
+#: - cuda: 512, so per-head q/k norms (head_dim 64-256: Qwen3, Gemma 3) stay with Inductor. Measured on the
+#:   H200 (2026-11-29, benchmarks/RESULTS.md, decode benchmark): Qwen3-0.6B with its q/k norms rewritten ran
+#:   0.93x / 0.96x / 0.99x Inductor at B = 1 / 8 / 32: Inductor fuses the q/k norm with the transpose and
+#:   RoPE that follow (one kernel), our extern op splits that into two kernels per norm, 56 more per step.
+#: - rocm: 0 (every size, DESIGN.md's vendor-kernel default); not measured here, and the same fusion argument
+#:   says to measure q/k norms on MI300X before trusting it.
+NORM_MIN_HIDDEN: dict[str, int] = {"cuda": 512, "rocm": 0, "cpu": 0}

@@ -238,3 +238,49 @@ def test_eps_read_from_graph_when_specific_match_lacks_it(monkeypatch):
     out, (g,) = compile_run(Single(norm), x, x)
     assert g.after[RMS] == 1
     assert_contract(out, Single(norm)(x, x), rms_norm_64(x, norm.weight, 1e-2))
+
+
+class _QKNorm(torch.nn.Module):
+    """Qwen3's attention input: a hidden-size norm, then per-head q norms over head_dim."""
+
+    def __init__(self, hidden=256, head_dim=32):
+        super().__init__()
+        self.hd = head_dim
+        self.w_h = torch.nn.Parameter(torch.rand(hidden) + 0.5)
+        self.w_q = torch.nn.Parameter(torch.rand(head_dim) + 0.5)
+
+    @staticmethod
+    def _norm(x, w):
+        x32 = x.float()
+        return w * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype)
+
+    def forward(self, x):
+        h = self._norm(x, self.w_h)
+        q = h.view(*h.shape[:-1], -1, self.hd)
+        return self._norm(q, self.w_q).transpose(1, 2)
+
+
+def test_per_head_norm_below_policy_minimum_is_left_to_inductor(monkeypatch):
+    """policy.NORM_MIN_HIDDEN: with the platform's default provider, a per-head (head_dim < minimum) norm is
+    a near-miss with the reason and the hidden-size norm is rewritten; a forced provider rewrites both."""
+    from rocm_inductor import policy
+    from rocm_inductor.platform import PlatformDispatch
+
+    kind = PlatformDispatch.platform().kind
+    monkeypatch.setitem(policy.NORM_MIN_HIDDEN, kind, 128)
+    monkeypatch.setitem(policy.PROVIDER_ORDER, kind, {"rms_norm": ("reference",)})
+    PlatformDispatch.reset_all()
+    m = _QKNorm().to(torch.bfloat16)
+    x = torch.randn(2, 3, 256, dtype=torch.bfloat16)
+    try:
+        out, (g,) = compile_run(m, x, options={"provider": None, "passes": {"rms_norm": True}})
+    finally:
+        PlatformDispatch.reset_all()
+    assert g.before["aten.rsqrt.default"] == 2
+    assert g.after[RMS] == 1 and g.after["aten.rsqrt.default"] == 1
+    (miss,) = [n for n in g.report.near_misses if n.pass_name == "rms_norm"]
+    assert "per-head q/k norm" in miss.reason and "32 < 128" in miss.reason
+    with torch.no_grad():
+        torch.testing.assert_close(out, m(x))
+    _, (g,) = compile_run(m, x)  # provider="reference" forced: both rewritten
+    assert g.after[RMS] == 2 and g.after["aten.rsqrt.default"] == 0
