@@ -18,7 +18,7 @@ def hf_top_k(scores: torch.Tensor, top_k: int) -> torch.Tensor:
     return scores.masked_fill(indices_to_remove, -float("inf"))
 
 
-def hf_top_p(scores: torch.Tensor, top_p: float, min_tokens_to_keep: int = 1) -> torch.Tensor:
+def hf_top_p(scores: torch.Tensor, top_p: float | torch.Tensor, min_tokens_to_keep: int = 1) -> torch.Tensor:
     """HF ``TopPLogitsWarper.__call__`` (transformers 5.x)."""
     sorted_logits, sorted_indices = torch.sort(scores, descending=False)
     cumulative_probs = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
@@ -28,12 +28,27 @@ def hf_top_p(scores: torch.Tensor, top_p: float, min_tokens_to_keep: int = 1) ->
     return scores.masked_fill(indices_to_remove, -float("inf"))
 
 
+def hf_min_p(scores: torch.Tensor, min_p: float | torch.Tensor, min_tokens_to_keep: int = 1) -> torch.Tensor:
+    """HF ``MinPLogitsWarper.__call__`` (transformers 5.x)."""
+    probs = torch.softmax(scores, dim=-1)
+    top_probs = probs.amax(dim=-1, keepdim=True)
+    scaled_min_p = min_p * top_probs
+    tokens_to_remove = probs < scaled_min_p
+    k = min(min_tokens_to_keep, probs.shape[-1])
+    sorted_indices = torch.topk(probs, k, dim=-1).indices
+    tokens_to_remove.scatter_(-1, sorted_indices, False)
+    return scores.masked_fill(tokens_to_remove, -float("inf"))
+
+
 def hf_sampler(temperature: float | None = None, top_k: int = 0, top_p: float = 1.0,
                top_p_first: bool = False, eos: list[int] | None = None, min_tokens_to_keep: int = 1,
-               last_position: bool = True):
-    """HF generate's sampling step: [EOS floor] -> [/T] -> top-k -> top-p (or top-p first) -> multinomial.
+               last_position: bool = True, min_p: float | None = None, min_p_first: bool = False):
+    """HF generate's sampling step: [EOS floor] -> [/T] -> top-k -> top-p (or top-p first) -> [min-p] ->
+    multinomial (``_get_logits_processor``'s warper order; ``min_p_first`` puts min-p before top-k/top-p,
+    an order HF doesn't use).
 
-    Like ``generate``, a filter whose value turns it off (top_k = 0, top_p = 1.0, T = 1.0) is not applied.
+    Like ``generate``, a filter whose value turns it off (top_k = 0, top_p = 1.0, T = 1.0, min_p = None) is
+    not applied.
     """
 
     def fn(logits: torch.Tensor) -> torch.Tensor:
@@ -51,6 +66,8 @@ def hf_sampler(temperature: float | None = None, top_k: int = 0, top_p: float = 
             filters.append(lambda s: hf_top_p(s, top_p, min_tokens_to_keep))
         if top_p_first:
             filters.reverse()
+        if min_p is not None:
+            filters.insert(0 if min_p_first else len(filters), lambda s: hf_min_p(s, min_p, min_tokens_to_keep))
         for f in filters:
             scores = f(scores)
         probs = torch.softmax(scores, dim=-1)
@@ -87,5 +104,37 @@ def per_row_temperature_sampler(top_k: int = 5):
         scores = logits.float() / temps.unsqueeze(-1)
         scores = hf_top_k(scores, top_k)
         return torch.multinomial(torch.softmax(scores, -1), 1)
+
+    return fn
+
+
+def per_row_top_p_sampler(temperature: float = 1.0, top_k: int = 0, min_p: float | None = None):
+    """Per-row top-p tensor (B,) (vLLM-style batches) in HF's spelling: [/T] -> [top-k] -> HF top-p with
+    ``1 - top_p[:, None]`` -> [min-p] -> multinomial."""
+
+    def fn(logits: torch.Tensor, top_ps: torch.Tensor) -> torch.Tensor:
+        scores = logits.float()
+        if temperature != 1.0:
+            scores = scores / temperature
+        if top_k:
+            scores = hf_top_k(scores, top_k)
+        scores = hf_top_p(scores, top_ps.unsqueeze(-1))
+        if min_p is not None:
+            scores = hf_min_p(scores, min_p)
+        return torch.multinomial(torch.softmax(scores, -1), 1)
+
+    return fn
+
+
+def top_p_threshold_sampler():
+    """Top-p whose per-row *threshold* tensor (B, 1) is passed in directly (``cumsum <= thr``)."""
+
+    def fn(logits: torch.Tensor, thr: torch.Tensor) -> torch.Tensor:
+        scores = logits.float()
+        sorted_logits, sorted_indices = torch.sort(scores, descending=False)
+        remove = sorted_logits.softmax(dim=-1).cumsum(dim=-1) <= thr
+        remove[..., -1:] = 0
+        remove = remove.scatter(1, sorted_indices, remove)
+        return torch.multinomial(torch.softmax(scores.masked_fill(remove, -float("inf")), -1), 1)
 
     return fn

@@ -6,8 +6,10 @@ import pytest
 import sampling_spellings as sp
 import torch
 from graph_utils import compile_run
+from scipy.stats import chisquare
 
 from rocm_inductor.providers.reference import ReferenceProvider
+from rocm_inductor.providers.reference_sampling import exact_distribution
 
 SAMPLE = "rocm_fused.sample.default"
 
@@ -21,7 +23,8 @@ def calls(monkeypatch):
     def rec(self, scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value,
             min_p, min_p_value, ban, is_probs, top_k_first):
         seen.append(dict(shape=tuple(scores.shape), temperature=temperature, t=temperature_value,
-                         k=top_k_value, p=top_p_value, ban=ban, is_probs=is_probs, top_k_first=top_k_first))
+                         k=top_k_value, p=top_p_value, top_p=top_p, mp=min_p_value, min_p=min_p, ban=ban,
+                         is_probs=is_probs, top_k_first=top_k_first))
         return orig(self, scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value,
                     min_p, min_p_value, ban, is_probs, top_k_first)
 
@@ -42,6 +45,12 @@ CASES = [
     ("gpt_fast_top_k", sp.gpt_fast_sampler(0.8, 5), dict(t=0.8, k=5, p=1.0)),
     ("gpt_fast_no_top_k", sp.gpt_fast_sampler(0.8, None), dict(t=0.8, k=0, p=1.0)),
     ("gpt_fast_top_k_ge_vocab", sp.gpt_fast_sampler(0.8, 500), dict(t=0.8, k=40)),
+    ("hf_min_p", sp.hf_sampler(0.7, min_p=0.1), dict(t=0.7, k=0, p=1.0, mp=0.1, min_p=None)),
+    ("hf_all_min_p", sp.hf_sampler(0.7, 5, 0.9, min_p=0.05), dict(t=0.7, k=5, p=pytest.approx(0.9, abs=1e-15),
+                                                                 mp=0.05, top_k_first=True, ban=None)),
+    ("hf_top_p_first_min_p", sp.hf_sampler(1.3, 7, 0.8, top_p_first=True, min_p=0.2),
+     dict(k=7, mp=0.2, top_k_first=False)),
+    ("min_p_before_top_k", sp.hf_sampler(0.7, 5, min_p=0.1, min_p_first=True), dict(t=0.7, k=5, mp=0.1)),
 ]
 
 
@@ -129,3 +138,134 @@ def test_default_cpu_policy_leaves_graph_alone():
     """No forced provider on CPU: the pass is off by default (Inductor's C++ code is right for CPU)."""
     out, seen = compile_run(sp.hf_sampler(0.7, 5, 0.9), LOGITS, options={"provider": None})
     assert all(c.after[SAMPLE] == 0 for c in seen)
+
+
+# -- per-row top-p and HF min-p ------------------------------------------------------------------------
+TOP_PS = torch.tensor([0.5, 0.9, 0.3])
+CHAIN_OPS = ("aten.sort.default", "aten.cumsum.default", "aten.topk.default", "aten.multinomial.default",
+             "aten.exp.default", "aten.amax.default")
+
+
+def _all_fused(seen, n_topk_before: int) -> None:
+    before, after = seen[-1].before, seen[-1].after
+    assert before["aten.sort.default"] == before["aten.cumsum.default"] == 1
+    assert before["aten.topk.default"] == n_topk_before and before["aten.multinomial.default"] == 1
+    assert after[SAMPLE] == 1 and not seen[-1].report.near_misses
+    for op in CHAIN_OPS:
+        assert after[op] == 0, (op, dict(after))
+
+
+def test_per_row_top_p_tensor(calls):
+    """HF top-p with ``1 - top_p`` a (B, 1) tensor: the top_p tensor itself goes to the op."""
+    out, seen = compile_run(sp.per_row_top_p_sampler(0.7, top_k=5, min_p=0.1), LOGITS[:, 0], TOP_PS)
+    _all_fused(seen, n_topk_before=2)  # top-k's topk + min-p's topk(probs, 1)
+    c = calls[0]
+    assert c["top_p"] is not None and c["top_p"].reshape(-1).tolist() == TOP_PS.tolist()
+    assert c["t"] == 0.7 and c["k"] == 5 and c["mp"] == 0.1 and c["top_k_first"] is True
+    assert out.shape == (3, 1)
+
+
+def test_top_p_threshold_tensor_is_a_near_miss(calls):
+    """``cumsum <= thr`` with a threshold tensor not spelled ``1 - top_p``: the top-p stays in Inductor."""
+    out, seen = compile_run(sp.top_p_threshold_sampler(), LOGITS[:, 0], (1 - TOP_PS)[:, None])
+    after = seen[-1].after
+    assert after[SAMPLE] == 1 and after["aten.sort.default"] == 1 and after["aten.cumsum.default"] == 1
+    misses = seen[-1].report.near_misses
+    assert len(misses) == 1 and "not spelled `1 - top_p`" in misses[0].reason
+    assert calls[0]["top_p"] is None and calls[0]["p"] == 1.0
+
+
+@pytest.mark.parametrize("case,reason", [
+    (dict(min_p=0.1, min_tokens_to_keep=2), "min-p with min_tokens_to_keep = 2"),
+    (dict(min_p=0.1, top_p=0.9, min_p_first=True), "min-p applied before top-p"),
+])
+def test_min_p_variants_are_near_misses(case, reason, calls):
+    """A min-p the op can't apply itself: its mask stays in Inductor and reaches the op as a ban (exact)."""
+    out, seen = compile_run(sp.hf_sampler(0.7, **case), LOGITS)
+    after = seen[-1].after
+    assert after[SAMPLE] == 1 and after["aten.multinomial.default"] == 0
+    assert after["aten.topk.default"] >= 1 and after["aten.amax.default"] >= 1  # min-p's probs/max/topk stay
+    misses = seen[-1].report.near_misses
+    assert len(misses) == 1 and reason in misses[0].reason, misses
+    c = calls[0]
+    assert c["mp"] == 0.0 and c["ban"] is not None and c["ban"].shape == (3, 40)
+    if case.get("min_p_first"):  # top-p (nearest the draw) and T (above the mask) are still fused
+        assert c["p"] == pytest.approx(0.9, abs=1e-15) and c["t"] == 0.7 and after["aten.sort.default"] == 0
+
+
+def test_float64_per_row_top_p_is_a_near_miss(calls):
+    """HF would round ``1 - top_p`` and compare in float64; the kernels do it in float32: not rewritten."""
+    out, seen = compile_run(sp.per_row_top_p_sampler(0.7), LOGITS[:, 0], TOP_PS.double())
+    misses = seen[-1].report.near_misses
+    assert seen[-1].after[SAMPLE] == 1 and seen[-1].after["aten.sort.default"] == 1
+    assert len(misses) == 1 and "torch.float64 per-row top_p" in misses[0].reason
+    assert calls[0]["top_p"] is None and calls[0]["p"] == 1.0
+
+
+def test_per_row_min_p_tensor_is_a_near_miss(calls):
+    def fn(logits, mps):
+        s = sp.hf_min_p(logits.float() / 0.7, mps[:, None])
+        return torch.multinomial(torch.softmax(s, -1), 1)
+
+    out, seen = compile_run(fn, LOGITS[:, 0], torch.tensor([0.1, 0.2, 0.3]))
+    misses = seen[-1].report.near_misses
+    assert seen[-1].after[SAMPLE] == 1 and len(misses) == 1 and "per-row min_p" in misses[0].reason
+    assert calls[0]["mp"] == 0.0 and calls[0]["min_p"] is None and calls[0]["ban"] is not None
+
+
+# -- distributions of the rewritten graphs (Triton kernel under the interpreter on CPU) -----------------
+ROW = torch.randn(12, generator=torch.Generator().manual_seed(7)) * 1.5
+N_DRAWS = 20_000
+
+
+def _chi2_ok(tokens: torch.Tensor, probs: torch.Tensor) -> None:
+    counts = torch.bincount(tokens.reshape(-1), minlength=probs.numel()).double()
+    support = probs > 0
+    assert counts[~support].sum() == 0, f"drew tokens outside the kept set: {counts}"
+    assert int(support.sum()) > 1, "degenerate case: pick parameters that keep several tokens"
+    p = chisquare(counts[support].numpy(), (probs[support] * counts.sum()).numpy()).pvalue
+    assert p > 1e-4, (p, counts, probs)
+
+
+@pytest.mark.parametrize("provider", ["reference", "triton"])
+def test_per_row_top_p_distribution(provider):
+    """Rewritten per-row top-p graph: each half of the batch (own top_p) matches its exact distribution."""
+    x = ROW.expand(N_DRAWS, 12).contiguous()
+    ps = torch.tensor([0.6, 0.95]).repeat_interleave(N_DRAWS // 2)
+    tok, seen = compile_run(sp.per_row_top_p_sampler(0.8, top_k=8), x, ps, options={"provider": provider})
+    assert seen[-1].after[SAMPLE] == 1
+    for half, p in enumerate((0.6, 0.95)):
+        _chi2_ok(tok[half * (N_DRAWS // 2):(half + 1) * (N_DRAWS // 2)], exact_distribution(ROW, 0.8, 8, p))
+
+
+@pytest.mark.parametrize("provider", ["reference", "triton"])
+def test_hf_min_p_distribution(provider):
+    """Rewritten HF T -> top-k -> top-p -> min-p chain vs the float64 exact distribution (HF's order)."""
+    x = ROW.expand(N_DRAWS, 12).contiguous()
+    tok, seen = compile_run(sp.hf_sampler(1.5, 10, 0.97, min_p=0.15, last_position=False), x,
+                            options={"provider": provider})
+    assert seen[-1].after[SAMPLE] == 1 and not seen[-1].report.near_misses
+    exact = exact_distribution(ROW, 1.5, 10, 0.97, min_p=0.15)
+    # min-p is the active filter here: it drops tokens that top-k and top-p keep
+    assert (exact > 0).sum() < (exact_distribution(ROW, 1.5, 10, 0.97) > 0).sum()
+    _chi2_ok(tok, exact)
+
+
+@pytest.mark.parametrize("top_k,top_p,fused", [(9, 1.0, True), (0, 0.8, False)],
+                         ids=["before_top_k_fused", "before_top_p_near_miss"])
+def test_min_p_first_distribution(top_k, top_p, fused):
+    """Min-p applied *before* top-k (commutes: fused) or top-p (doesn't: its mask reaches the op as a ban)
+    keeps the eager distribution of that order (HF's warpers run literally in float64)."""
+    x = ROW.expand(N_DRAWS, 12).contiguous()
+    fn = sp.hf_sampler(1.5, top_k, top_p, min_p=0.2, min_p_first=True, last_position=False)
+    tok, seen = compile_run(fn, x)
+    assert seen[-1].after[SAMPLE] == 1 and len(seen[-1].report.near_misses) == (0 if fused else 1)
+    s = sp.hf_min_p(ROW.double()[None] / 1.5, 0.2)
+    s = sp.hf_top_k(s, top_k) if top_k else sp.hf_top_p(s, top_p)
+    exact = torch.softmax(s, -1)[0]
+    op_order = exact_distribution(ROW, 1.5, top_k, top_p, min_p=0.2)
+    if fused:
+        assert torch.allclose(exact, op_order, atol=1e-12)
+    else:  # the op's order would keep another set: rewriting it would have been wrong
+        assert (exact > 0).sum() < (op_order > 0).sum()
+    _chi2_ok(tok, exact)

@@ -1,4 +1,4 @@
-"""Top-k / top-p / temperature sampling chains -> ``rocm_fused::sample`` (one capture-safe kernel).
+"""Top-k / top-p / min-p / temperature sampling chains -> ``rocm_fused::sample`` (one capture-safe kernel).
 
 Covers (post-grad ATen graph, after ``canonicalize``), walking *up* from the random draw:
 
@@ -8,23 +8,34 @@ Covers (post-grad ATen graph, after ``canonicalize``), walking *up* from the ran
   ``softmax(s)`` (the decomposed ``exp(s - amax) / sum``, possibly wrapped in float casts); a bare
   ``multinomial(p, 1)`` of other probabilities becomes ``is_probs=True`` with no filters;
 - then the filters on ``s``, nearest first, each recognised as a whole:
-  HF top-p (``TopPLogitsWarper``, min_tokens_to_keep = 1: ascending sort, softmax, cumsum ``<= 1 - p``, last
-  entry kept, scatter back, ``where(mask, -inf, s)``), top-k (``where(s < topk(s, k)[0][..., -1:], -inf, s)``,
-  HF and gpt-fast), in either order; then temperature ``s / T`` (T a positive Python float, or a tensor of
-  shape (B, 1) / (1,) / ()); then at most one ban ``where(mask, -inf, s)`` with any bool mask broadcastable
-  per row (HF's min-new-tokens EOS mask; its mask stays an Inductor-computed input).
+  HF min-p (``MinPLogitsWarper``, min_tokens_to_keep = 1, 0 <= min_p <= 1 a Python float:
+  ``where(scatter(probs < min_p * amax(probs), -1, topk(probs, 1)[1], False), -inf, s)``, probs = softmax(s);
+  the scatter is optional), only below any top-p (HF applies it last; it commutes with top-k, so it may sit
+  above a top-k); HF top-p (``TopPLogitsWarper``, min_tokens_to_keep = 1: ascending sort, softmax, cumsum
+  ``<= 1 - p``, last entry kept, scatter back, ``where(mask, -inf, s)``) with p a Python float or a per-row
+  float32 tensor (the threshold spelled ``1 - top_p``, top_p of shape (B, 1) / (1, 1) / (1,) / ()); top-k
+  (``where(s < topk(s, k)[0][..., -1:], -inf, s)``, HF and gpt-fast), top-k and top-p in either order; then
+  temperature ``s / T`` (T a positive Python float, or a tensor of shape (B, 1) / (1,) / ()); then at most
+  one ban ``where(mask, -inf, s)`` with any bool mask broadcastable per row (HF's min-new-tokens EOS mask, or
+  a min-p mask the op can't apply itself; the mask stays an Inductor-computed input, which is exact).
 
-Parameters come from the graph (k from ``topk``, p = 1 - the ``le`` threshold, T from the ``div``).
+Parameters come from the graph (k from ``topk``, p = 1 - the ``le`` threshold or the ``top_p`` tensor under
+``1 - top_p``, min_p from the ``mul``, T from the ``div``).
 Deliberately left alone: greedy ``argmax(logits)`` (nothing random: Inductor's kernel is right);
 ``multinomial`` with more than one sample; filters we cannot prove equal (top-p with
-``min_tokens_to_keep > 1``, per-row top-p tensors, min-p's scatter form, a temperature after a filter): the
-walk stops there and everything above stays in Inductor; a sort + cumsum left above the rewritten draw is
-reported as a near-miss. The replacement draws its seed in the graph (``aten.randint``, a fallback that
-uses torch's device generator, which CUDA/HIP graphs advance on each replay).
+``min_tokens_to_keep > 1``, a top-p tensor threshold not spelled ``1 - top_p`` or not float32 (so also
+``dynamic=True``, where Dynamo passes a Python float top_p/min_p in as a float64 0-d tensor), min-p with
+``min_tokens_to_keep > 1`` or a per-row min_p tensor or applied before a top-p / temperature, a temperature
+after a filter): the walk stops there (a min-p mask instead becomes the ban, above which only a temperature
+is absorbed) and everything above stays in Inductor; each is reported as a near-miss, as is a sort + cumsum
+left above the rewritten draw. Per-row top-k (a tensor k, which ``topk`` can't take) is not recognised.
+The replacement draws its seed in the graph
+(``aten.randint``, a fallback that uses torch's device generator, which CUDA/HIP graphs advance on each
+replay).
 
-    s ─► [/T] ─► [top-k] ─► [top-p] ─► softmax ─► multinomial
+    s ─► [/T] ─► [top-k] ─► [top-p] ─► [min-p] ─► softmax ─► multinomial
   becomes
-    s ──────────────────────────────┬─► rocm_fused::sample(s, seed, T, k, p, ...)
+    s ──────────────────────────────┬─► rocm_fused::sample(s, seed, T, k, p, min_p, ...)
     randint(0, 2^31 - 1, (1,)) ─► seed
 """
 
@@ -135,15 +146,17 @@ class Chain:
     is_probs: bool = False
     temperature: float | Node = 1.0
     top_k: int = 0
-    top_p: float = 1.0
+    top_p: float | Node = 1.0  # a float, or a per-row tensor node (numel 1 or B)
+    min_p: float = 0.0
     ban: Node | None = None
     order: list[str] = dataclasses.field(default_factory=list)  # filters, nearest the draw first
     stopped_at: str = ""  # why the upward walk stopped (for near-miss reports)
+    notes: list[str] = dataclasses.field(default_factory=list)  # partial matches (for near-miss reports)
 
     @property
     def top_k_first(self) -> bool:
-        """HF order unless top-p was found *upstream* of top-k (i.e. applied first)."""
-        return not (self.order == ["top_k", "top_p"])
+        """HF order unless top-p was found *upstream* of top-k (i.e. applied first); min-p is always last."""
+        return [f for f in self.order if f != "min_p"] != ["top_k", "top_p"]
 
 
 # -- the draw ------------------------------------------------------------------------------------------
@@ -223,8 +236,23 @@ def _false_fill(x: Any) -> bool:
     return _is(x, aten.full.default) and x.args[1] is False or (_is(x, aten.full.default) and x.args[1] == 0)
 
 
-def _top_p(s: Node) -> tuple[Node, float] | str | None:
-    """HF ``TopPLogitsWarper`` (min_tokens_to_keep=1) -> (s0, p); a reason string for a near variant."""
+def _one_minus(thr: Any) -> Node | None:
+    """``p`` when ``thr`` is ``1 - p`` (``sub.Tensor(1, p)``, the graph form of HF's ``1 - top_p``), else None."""
+    if not _is(thr, aten.sub.Tensor) or thr.kwargs.get("alpha", 1) != 1 or len(thr.args) != 2:
+        return None
+    one, p = thr.args
+    if isinstance(one, bool) or not isinstance(one, (int, float)) or one != 1 or not isinstance(p, Node):
+        return None
+    return p
+
+
+def _top_p(s: Node, b: Any = None) -> tuple[Node, float | Node] | str | None:
+    """HF ``TopPLogitsWarper`` (min_tokens_to_keep=1) -> (s0, p); a reason string for a near variant.
+
+    ``p`` is a float (threshold a Python scalar) or, for HF's spelling with a per-row tensor
+    (``cumsum <= 1 - top_p``, ``top_p`` float32 of shape (B, 1), (1, 1), (1,) or (), float32 cumulative
+    probabilities), the ``top_p`` node itself.
+    """
     m = _masked(s)
     if m is None or not _is(m[0], aten.scatter.src):
         return None
@@ -250,15 +278,90 @@ def _top_p(s: Node) -> tuple[Node, float] | str | None:
     if start != -1 or (end is not None and end < _INT_MAX) or not _last_dim(le, ms.args[2]):
         n_keep = -start if isinstance(start, int) else start
         return f"top-p with min_tokens_to_keep = {n_keep} (only 1 is rewritten)"
-    if not _is(le, aten.le.Scalar) or not isinstance(le.args[1], (int, float)):
-        return "top-p whose threshold is a tensor (per-row top_p) is not recognised"
+    if _is(le, aten.le.Scalar) and isinstance(le.args[1], (int, float)) and not isinstance(le.args[1], bool):
+        p: float | Node = 1.0 - float(le.args[1])
+    elif _is(le, aten.le.Tensor):
+        p_node = _one_minus(le.args[1])
+        if p_node is None:
+            return "top-p whose tensor threshold is not spelled `1 - top_p` is not recognised"
+        if not _row_param(p_node, s0, b):
+            return ("top-p whose per-row top_p is not a float tensor of shape (B, 1), (1, 1), (1,) or () "
+                    "is not recognised")
+        dts = (_val(p_node).dtype, getattr(_val(le.args[0]), "dtype", None))
+        if dts != (torch.float32, torch.float32):
+            # HF rounds 1 - top_p (and compares) in the promoted dtype; the kernels do both in float32.
+            return (f"top-p with a {dts[0]} per-row top_p against {dts[1]} cumulative probabilities (only "
+                    "float32 rounds 1 - top_p like the kernels) is not recognised")
+        p = p_node
+    else:
+        return None
     cs = le.args[0]
     if not (_is(cs, aten.cumsum.default) and _last_dim(cs.args[0], cs.args[1])):
         return None
     vals = _softmax_input(cs.args[0])
     if not (_is(vals, operator.getitem) and vals.args[0] is srt and vals.args[1] == 0):
         return None
-    return s0, 1.0 - float(le.args[1])
+    return s0, p
+
+
+def _topk1_indices(idx: Any, probs: Node) -> int | None:
+    """k when ``idx`` is ``topk(probs, k, -1)[1]`` (largest first), else None."""
+    if not (_is(idx, operator.getitem) and idx.args[1] == 1 and _is(idx.args[0], aten.topk.default)):
+        return None
+    tk = idx.args[0]
+    k = tk.args[1]
+    dim = tk.args[2] if len(tk.args) > 2 else tk.kwargs.get("dim", -1)
+    largest = tk.args[3] if len(tk.args) > 3 else tk.kwargs.get("largest", True)
+    if tk.args[0] is not probs or not isinstance(k, int) or not _last_dim(probs, dim) or not largest:
+        return None
+    return k
+
+
+def _min_p(s: Node) -> tuple[Node, float] | str | None:
+    """HF ``MinPLogitsWarper`` -> (s0, min_p); a reason string for a near variant; None if not min-p at all.
+
+    Graph form (transformers 5.x, after canonicalize): ``probs = softmax(s0)``;
+    ``remove = lt(probs, mul(amax(probs, [-1], True), min_p))``; with min_tokens_to_keep = 1
+    ``remove = scatter.value(remove, -1, topk(probs, 1)[1], False)`` (optional: for 0 <= min_p <= 1 the top
+    token is never removed anyway); ``where(remove, -inf, s0)``. The kept set is then exactly
+    ``probs >= min_p * max(probs)``, the op's min-p.
+    """
+    m = _masked(s)
+    if m is None:
+        return None
+    mask, s0 = m
+    keep_k = 1
+    if _is(mask, aten.scatter.value):
+        lt, dim, idx, val = mask.args[:4]
+        if not (_is(lt, aten.lt.Tensor) and _last_dim(lt, dim) and val in (False, 0)):
+            return None
+        probs = lt.args[0]
+        k = _topk1_indices(idx, probs)
+        if k is None:
+            return None
+        keep_k = k
+    elif _is(mask, aten.lt.Tensor):
+        lt = mask
+    else:
+        return None
+    probs, thr = lt.args
+    if not isinstance(probs, Node) or _softmax_input(probs) is not s0:
+        return None
+    if not _is(thr, aten.mul.Tensor):
+        return None
+    a, c = thr.args
+    if not _is(a, aten.amax.default):
+        a, c = c, a
+    if not (_is(a, aten.amax.default) and a.args[0] is probs and _last_dim(probs, a.args[1])
+            and len(a.args) > 2 and a.args[2]):
+        return None
+    if keep_k != 1:
+        return f"min-p with min_tokens_to_keep = {keep_k} (only 1 is fused)"
+    if isinstance(c, bool) or not isinstance(c, (int, float)):
+        return "min-p whose min_p is a tensor (per-row min_p) is not fused"
+    if not 0.0 <= float(c) <= 1.0:
+        return f"min-p with min_p = {c} outside HF's [0, 1] is not fused"
+    return s0, float(c)
 
 
 def _temperature(s: Node, b: Any) -> tuple[Node, float | Node] | None:
@@ -268,13 +371,16 @@ def _temperature(s: Node, b: Any) -> tuple[Node, float | Node] | None:
     s0, t = s.args
     if isinstance(t, (int, float)) and not isinstance(t, bool):
         return (s0, float(t)) if t > 0 and math.isfinite(t) else None
+    return (s0, t) if _row_param(t, s0, b) else None
+
+
+def _row_param(t: Any, s0: Node, b: Any) -> bool:
+    """``t`` is a per-row float tensor for the (B, V) scores ``s0``: shape (B, 1), (1, 1), (1,) or ()."""
     tv = _val(t)
     if not isinstance(tv, torch.Tensor) or not tv.is_floating_point() or _ndim(s0) != 2:
-        return None
+        return False
     shape = tuple(tv.shape)
-    if shape in ((), (1,), (1, 1)) or (len(shape) == 2 and shape[1] == 1 and _same(shape[0], b)):
-        return s0, t
-    return None
+    return shape in ((), (1,), (1, 1)) or (len(shape) == 2 and _same(shape[1], 1) and _same(shape[0], b))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -307,13 +413,21 @@ def recognise(chain: Chain) -> Chain:
     pre = False  # after temperature/ban only temperature/ban may follow upstream
     t_seen = False
     while True:
+        mp = _min_p(s)
         if not pre:
+            if mp is not None and not isinstance(mp, str) and not {"min_p", "top_p"} & set(chain.order):
+                # HF applies min-p last (after temperature, top-k, top-p); so does the op. Min-p and top-k
+                # commute (both keep the tokens at or above a threshold on s; the max survives both), so
+                # a min-p above a top-k is absorbed too; one above a top-p or below a temperature is not.
+                s, chain.min_p = mp
+                chain.order.append("min_p")
+                continue
             tk = _top_k(s) if "top_k" not in chain.order else None
             if tk is not None:
                 s, chain.top_k = tk
                 chain.order.append("top_k")
                 continue
-            tp = _top_p(s) if "top_p" not in chain.order else None
+            tp = _top_p(s, b) if "top_p" not in chain.order else None
             if isinstance(tp, str):
                 chain.stopped_at = tp
                 break
@@ -330,6 +444,10 @@ def recognise(chain: Chain) -> Chain:
         if chain.ban is None:
             bn = _ban(s, b, v)
             if bn is not None:
+                if mp is not None:  # a min-p mask the op can't apply itself: exact as a ban, not fused
+                    chain.notes.append(mp if isinstance(mp, str) else
+                                       "min-p applied before top-p or temperature (the op applies it after "
+                                       "both, like HF) is not fused")
                 chain.ban, s = bn
                 pre = True
                 continue
@@ -350,9 +468,11 @@ def _replace(graph: Graph, c: Chain, provider: str) -> Node:
     sv = _val(c.scores)
     t_node = c.temperature if isinstance(c.temperature, Node) else None
     t_val = 1.0 if t_node is not None else float(c.temperature)
+    p_node = c.top_p if isinstance(c.top_p, Node) else None
+    p_val = 1.0 if p_node is not None else float(c.top_p)  # unused when the per-row tensor is given
     seed = insert_call(graph, c.anchor, aten.randint.low, (0, 2**31 - 1, [1]),
                        {"dtype": torch.int64, "device": sv.device}, like=c.anchor)
-    args = (c.scores, seed, t_node, t_val, None, int(c.top_k), None, float(c.top_p), None, 0.0, c.ban,
+    args = (c.scores, seed, t_node, t_val, None, int(c.top_k), p_node, p_val, None, float(c.min_p), c.ban,
             c.is_probs, c.top_k_first, c.keepdim, provider)
     return insert_call(graph, c.anchor, torch.ops.rocm_fused.sample.default, args, like=c.anchor)
 
@@ -391,9 +511,10 @@ class SamplingPass:
                                                "tensor (batch, vocab)", where))
                 continue
             c = recognise(c)
+            rows = {name for name, val in (("temperature", c.temperature), ("top_p", c.top_p))
+                    if isinstance(val, Node)}
             spec = sample_spec(_val(c.scores), is_probs=c.is_probs, top_k_first=c.top_k_first,
-                               per_row={"temperature"} if isinstance(c.temperature, Node) else set(),
-                               has_min_p=False, has_ban=c.ban is not None,
+                               per_row=rows, has_min_p=c.min_p > 0.0, has_ban=c.ban is not None,
                                greedy=False, cudagraphs=_cudagraphs())
             choice = ctx.choose("sample", spec)
             if choice.provider is None:
@@ -407,8 +528,10 @@ class SamplingPass:
             ctx.matched(n.name, MatchRecord("sampling", "sample", choice.provider, shape, dtype, where))
             graph.eliminate_dead_code()
             left = _upstream_sort(c.scores) if c.stopped_at or not c.order else None
-            if c.stopped_at or left is not None:
-                reason = c.stopped_at or "a cumsum (top-p-like filter) above the draw was not recognised"
+            reasons = ([c.stopped_at] if c.stopped_at else []) + c.notes
+            if left is not None and not c.stopped_at:
+                reasons.append("a cumsum (top-p-like filter) above the draw was not recognised")
+            if reasons:
                 ctx.near_miss(f"{n.name}:filters", NearMiss(
                     "sampling", f"filters above the rewritten draw ({filters})",
-                    reason + "; it stays in Inductor", location_of(left) or where))
+                    "; ".join(reasons) + "; it stays in Inductor", location_of(left) or where))
