@@ -1,9 +1,9 @@
-"""Triton sampler: temperature, top-k, top-p, min-p and one draw per row in one capture-safe kernel.
+"""Triton sampler: temperature, top-k, top-p, min-p and one draw per row, capture-safe, split across programs.
 
 Meaning: :func:`rocm_inductor.providers.reference_sampling.sample_ref` (HF's chain). No sort: each filter is
 a *threshold* on the order-preserving int32 key of the float32 scaled logit (``bits`` for ``x >= 0``,
-``bits ^ 0x7FFFFFFF`` below), found by a 17-ary search (16 pivots per pass over the row; about 8 passes for
-the 2^32 key range):
+``bits ^ 0x7FFFFFFF`` below), found by an (NP+1)-ary search (NP pivots per pass over the row; a fixed
+number of passes covers the 2^32 key range, see :func:`search_passes`):
 
 - top-k: the largest key ``t`` with ``count(key >= t) >= k`` is the k-th largest logit exactly; keeping
   ``key >= t`` is HF's ``scores >= topk(scores, k)[0][..., -1]`` (ties at the k-th value kept).
@@ -17,13 +17,34 @@ the 2^32 key range):
   ``softmax(s)`` restricted to the kept set; Gumbel 1954, used for sampling by e.g. vLLM and gpt-fast's
   equivalent exponential race). ``u`` is Philox (Triton's ``tl.random``) keyed by the seed read from a
   device tensor, counter ``(column, row)``: one independent stream per row, no host state, so a captured
-  graph replays with whatever seed the graph's ``torch.randint`` drew. The 24-bit uniforms bound the Gumbel
-  tail at about 16.6 (a token ``e^16`` times less likely than the top one is drawn slightly too rarely).
+  graph replays with whatever seed the graph's ``torch.randint`` drew, and the draw does not depend on how
+  a row is split (except a top-p boundary within float32 rounding of the chunk-summed masses). The 24-bit
+  uniforms bound the Gumbel tail at about 16.6 (a token ``e^16`` times less likely than the top one is
+  drawn slightly too rarely).
 
-Rows are packed ``ROWS`` per program for small vocabularies (and the interpreter); a large vocabulary is
-streamed in ``BLOCK``-wide tiles, so any V works (V not a multiple of BLOCK is masked). Performance is not
-tuned: one program per row streams the row about 2 + 8 (top-k) + 9 (top-p) times; a B=1 row on a large
-vocabulary uses one program only (see benchmarks/bench_sampling.py).
+Layout: each row is split into ``NCH`` chunks of ``CHUNK`` columns, grid ``(cdiv(B, ROWS), NCH)`` (small
+vocabularies pack ``ROWS`` rows per program, one chunk each); every step is its own launch, and the host
+issues a fixed number of launches that depends only on shapes and flags (CUDA/HIP-graph capturable: no
+host sync, no host RNG):
+
+1. row max per chunk -> ``PMAX[B, NCH]`` (with top-k, the first search pass's per-chunk counts too);
+2. each further search pass: every program reduces the previous pass's per-chunk partials over the chunks
+   in a fixed order (deterministic, no float atomics: the same seed gives bit-identical tokens), narrows
+   the row's interval exactly as every other program of the row does (chunk 0 records it in ``ST`` for the
+   next launch), and writes its chunk's per-pivot counts (top-k) or masses (top-p); the first top-p pass
+   also writes the per-chunk normaliser ``Z``;
+3. draw: the last pass is reduced, each chunk writes its Gumbel-max ``(value, index)``; a final launch
+   picks each row's best chunk (ties -> lowest index, as ``torch.argmax``), skipped when ``NCH == 1``.
+
+Launches (P = :func:`search_passes`, 8 for NP=16, 6 for NP=64): top-k + top-p ``2P + 1``, top-k only
+``P + 1``, top-p only ``P + 2``, neither 2; plus the pick when ``NCH > 1``. A filter that is off for the whole
+batch (host flags) costs no pass; a row whose filter is off or whose interval has converged keeps it.
+
+Performance: the previous one-program-per-row design streamed each row ~19 times from one program (2.3-2.4 ms
+at B=1, V=151936 on an H200; Inductor's compiled HF chain 0.21 ms). This split design is **not yet measured
+on a GPU**; its chunk / tile / pivot constants are guesses (:func:`launch_config`), and every program re-reads
+its row's partials of the previous pass (NCH x NP values) on top of its chunk. benchmarks/bench_sampling.py
+measures it.
 
 Limits (:func:`check`): scores float16/bfloat16/float32, 2D; B * V < 2^31 is not needed (int64 offsets).
 """
@@ -39,16 +60,30 @@ import triton.language as tl
 from ...ops.sampling import ban_rows, per_row
 
 INPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-#: Pivots per search pass (17-ary search): a (ROWS, BLOCK, NPIV) compare tile per step.
-NPIV = 16
-#: Elements per tile (ROWS * BLOCK): 2048 x 16 pivots = 32K compares per step. Not measured on a GPU.
-TILE = 2048
-MAX_BLOCK = 2048
+#: Pivots per search pass on a GPU: many when the whole batch is small (launch-bound: fewer passes), fewer
+#: when it is large (compare-bound: ``B * V * NP`` compares per pass). Not measured on a GPU.
+NPIV_SMALL = 64
+NPIV_LARGE = 16
+#: ``B * V`` up to which :data:`NPIV_SMALL` is used.
+SMALL_WORK = 1 << 21
+#: GPU: elements of the (ROWS, BLOCK, NP) compare tile per step (the old kernel's 2048 x 16).
+COMPARE_TILE = 32768
+#: GPU chunking: aim at about this many programs (132 SMs x 4 on an H200), chunk a power of two in range.
+TARGET_PROGRAMS = 528
+MIN_CHUNK = 1024
+MAX_CHUNK = 16384
 MAX_ROWS = 256
-#: Under ``TRITON_INTERPRET=1`` (CPU tests) numpy pays per op, not per element: pack many more rows.
-INTERP_TILE = 16384
-INTERP_MAX_ROWS = 1024
+#: GPU: elements of the (ROWS, chunks, NP) tile that reduces the previous pass's partials.
+REDUCE_TILE = 8192
+#: Under ``TRITON_INTERPRET=1`` (CPU tests) numpy pays per op (and per device-function call), not per
+#: element: one chunk per row, tiles up to Triton's 2^20-element limit, many rows per program.
+INTERP_COMPARE_TILE = 1 << 20
+INTERP_MAX_ROWS = 4096
+INTERP_NPIV = 16
+#: Tests only: force this chunk width (a power of two) to exercise the split path under the interpreter.
+FORCE_CHUNK: int | None = None
 _KEY_MIN = tl.constexpr(-(2**31))  # a constexpr: compiled Triton reads no plain globals
+_KEY_END = tl.constexpr(2**31)  # one past the largest key (held in int64)
 
 
 def check(spec: dict[str, Any]) -> str | None:
@@ -58,15 +93,54 @@ def check(spec: dict[str, Any]) -> str | None:
     return None
 
 
-def launch_config(v: int) -> tuple[int, int, int]:
-    """``(BLOCK, ROWS, num_warps)`` for vocabulary ``v``: BLOCK = next_pow2(v) capped at 2048, rows packed
-    up to :data:`TILE` elements per tile, 4 warps (8 for full 2048 tiles); num_warps * 64 <= 1024 on ROCm."""
+def search_passes(npiv: int) -> int:
+    """Passes of the (npiv+1)-ary search that always shrink a 2^32-wide key interval to width 1.
+
+    A pass leaves an interval no wider than ``ceil(d / (npiv + 1))`` (pivots ``lo + d*j // (npiv+1)``).
+    """
+    d, n = 2**32, 0
+    while d > 1:
+        d, n = -(-d // (npiv + 1)), n + 1
+    return n
+
+
+def launch_config(b: int, v: int, chunk: int | None = None) -> dict[str, int]:
+    """Launch shape for a (b, v) batch.
+
+    Returns:
+        dict with ``CHUNK`` (columns per program, a power of two), ``NCH`` (chunks per row), ``BLOCK``
+        (tile width), ``ROWS`` (rows per program, at most next_pow2(b)), ``NP`` (pivots per pass), ``NCHB``
+        (next_pow2(NCH)), ``CB`` (chunks per step of the partial reduction), ``num_warps`` (4 or 8:
+        num_warps * 64 <= 1024 for ROCm's 64-wide waves).
+
+    GPU: ``CHUNK = clamp(next_pow2(b * v / TARGET_PROGRAMS), MIN_CHUNK, MAX_CHUNK)`` (B=1, V=151936: 1024
+    columns, 149 programs, NP=64; B=64: 16384 columns, 640 programs, NP=16), capped at next_pow2(v);
+    ``ROWS * BLOCK * NP <= COMPARE_TILE``. The constexprs depend on b, so a few batch buckets compile their
+    own variants. Interpreter: one chunk per row, ``ROWS * BLOCK * NP <= 2^20`` (Triton's numel limit).
+    ``chunk`` (or :data:`FORCE_CHUNK`) overrides the chunk width (tests).
+    """
     from . import interpreting
 
-    block = min(triton.next_power_of_2(max(v, 1)), MAX_BLOCK)
-    tile, max_rows = (INTERP_TILE, INTERP_MAX_ROWS) if interpreting() else (TILE, MAX_ROWS)
-    rows = max(1, min(max_rows, tile // block))
-    return block, rows, 8 if block * rows >= 2048 else 4
+    interp = interpreting()
+    vp = triton.next_power_of_2(max(v, 1))
+    chunk = chunk or FORCE_CHUNK
+    if interp:
+        npiv, max_rows, red = INTERP_NPIV, INTERP_MAX_ROWS, INTERP_COMPARE_TILE
+        tile = INTERP_COMPARE_TILE // npiv
+        chunk = chunk or vp
+    else:
+        npiv = NPIV_SMALL if b * v <= SMALL_WORK else NPIV_LARGE
+        tile, max_rows, red = COMPARE_TILE // npiv, MAX_ROWS, REDUCE_TILE
+        if not chunk:
+            chunk = min(max(triton.next_power_of_2(triton.cdiv(b * v, TARGET_PROGRAMS)), MIN_CHUNK), MAX_CHUNK)
+    chunk = min(triton.next_power_of_2(chunk), vp)
+    nch = triton.cdiv(v, chunk)
+    block = min(chunk, tile)
+    rows = max(1, min(max_rows, tile // block, triton.next_power_of_2(max(b, 1))))
+    nchb = triton.next_power_of_2(nch)
+    cb = min(nchb, max(1, red // (rows * npiv)))
+    warps = 8 if rows * block * npiv >= 16384 else 4
+    return dict(CHUNK=chunk, NCH=nch, BLOCK=block, ROWS=rows, NP=npiv, NCHB=nchb, CB=cb, num_warps=warps)
 
 
 @triton.jit
@@ -101,27 +175,93 @@ def _pivots(lo, hi, NP: tl.constexpr):
 
 @triton.jit
 def _narrow(lo, hi, piv, ok):
-    """Shrink (lo, hi) given per-pivot predicate ``ok`` (true on a prefix of increasing pivots)."""
+    """Shrink (lo, hi) given per-pivot predicate ``ok`` (true on a prefix of increasing pivots); rows
+    already at width <= 1 keep their interval."""
     p64 = piv.to(tl.int64)
     new_lo = tl.maximum(lo, tl.max(tl.where(ok, p64, lo[:, None]), axis=1))
     new_hi = tl.minimum(hi, tl.min(tl.where(ok, hi[:, None], p64), axis=1))
-    return new_lo, new_hi
+    active = (hi - lo) > 1
+    return tl.where(active, new_lo, lo), tl.where(active, new_hi, hi)
 
 
 @triton.jit
-def _sample_kernel(
-    X, stride_x, BAN, stride_ban, SEED, OUT,
+def _count_ge(kk, m2, piv):
+    """(ROWS, NP) int32: per pivot, how many in-range keys of the (ROWS, BLOCK) tile are >= it. Pivots of a
+    row still searching are > -2^31, so out-of-range columns are given that key (one 2D select, not a 3D
+    mask)."""
+    kk = tl.where(m2, kk, _KEY_MIN)
+    return tl.sum((kk[:, :, None] >= piv[:, None, :]).to(tl.int32), axis=1)
+
+
+@triton.jit
+def _mass_below(kk, e, piv):
+    """(ROWS, NP) float32: per pivot, the sum of ``e`` over keys strictly below it."""
+    below = kk[:, :, None] < piv[:, None, :]
+    return tl.sum(tl.where(below, e[:, :, None], 0.0), axis=1)
+
+
+@triton.jit
+def _reduce_parts(P, par, rows, rmask, B, NCH, ROWS: tl.constexpr, NP: tl.constexpr, NCHB: tl.constexpr,
+                  CB: tl.constexpr, IS_INT: tl.constexpr):
+    """(ROWS, NP) sum over the chunks of partials ``P[par, row, chunk, :]`` (layout [2, B, NCH, NP]), in a
+    fixed order (chunk blocks of CB in sequence, a tree within one): identical in every program."""
+    jn = tl.arange(0, NP)
+    base = (par * B + rows) * NCH
+    if IS_INT:
+        acc = tl.zeros([ROWS, NP], dtype=tl.int32)
+    else:
+        acc = tl.zeros([ROWS, NP], dtype=tl.float32)
+    for c0 in tl.static_range(0, NCHB, CB):
+        cc = c0 + tl.arange(0, CB)
+        msk = rmask[:, None, None] & (cc < NCH)[None, :, None]
+        off = (base[:, None, None] + cc[None, :, None]) * NP + jn[None, None, :]
+        acc += tl.sum(tl.load(P + off, mask=msk, other=0), axis=1)
+    return acc
+
+
+@triton.jit
+def _reduce_chunks(P, rows, rmask, NCH, NCHB: tl.constexpr, IS_MAX: tl.constexpr):
+    """(ROWS,) max or sum over the chunks of ``P[row, chunk]`` (layout [B, NCH])."""
+    cc = tl.arange(0, NCHB)
+    msk = rmask[:, None] & (cc < NCH)[None, :]
+    if IS_MAX:
+        v = tl.load(P + rows[:, None] * NCH + cc[None, :], mask=msk, other=float("-inf"))
+        return tl.max(v, axis=1)
+    else:
+        v = tl.load(P + rows[:, None] * NCH + cc[None, :], mask=msk, other=0.0)
+        return tl.sum(v, axis=1)
+
+
+@triton.jit(do_not_specialize=["step"])
+def _step_kernel(
+    X, stride_x, BAN, stride_ban, SEED,
     T_PTR, K_PTR, P_PTR, MINP_PTR,
-    B, V, t_val, k_val, p_val, omp_val, minp_val,
+    PMAX, CNT, MASS, ZP, ST, TK, GV, GI,
+    B, V, NCH, step, t_val, k_val, p_val, omp_val, minp_val,
     T_ROWS: tl.constexpr, K_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
     USE_K: tl.constexpr, USE_P: tl.constexpr, USE_MINP: tl.constexpr,
     IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr, TOP_K_FIRST: tl.constexpr,
-    BLOCK: tl.constexpr, ROWS: tl.constexpr, NP: tl.constexpr,
+    PREV: tl.constexpr, CUR: tl.constexpr,
+    CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, NP: tl.constexpr,
+    NCHB: tl.constexpr, CB: tl.constexpr,
 ):
-    """ROWS rows per program; see the module docstring for the passes."""
+    """One launch of the sampler, program (row block, chunk); see the module docstring.
+
+    ``PREV``: what the previous launch left (0: row maxima only, 1: a top-k pass, 2: a top-p pass).
+    ``CUR``: what this launch does (0: maxima (+ top-k pass 1), 1: a top-k pass, 2: a top-p pass, 3: draw).
+    ``step``: this launch's search-pass number g: it reads ``ST[g-1]`` and partials ``[(g-1) % 2]``, writes
+    ``ST[g]`` (chunk 0) and partials ``[g % 2]``. ``ST``: int64 [passes + 2, 2, B] (lo, hi).
+    """
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     rmask = rows < B
+    chunk = tl.program_id(1)
+    col0 = chunk * CHUNK
     ar = tl.arange(0, BLOCK)
+    lead = rmask & ((tl.zeros([ROWS], dtype=tl.int32) + chunk) == 0)
+    par_in = (step + 1) % 2
+    par_out = step % 2
+    st_in = ST + (step - 1).to(tl.int64) * 2 * B
+    st_out = ST + step.to(tl.int64) * 2 * B
     # Per-row parameters (a tensor wins over the scalar).
     if T_ROWS:
         t = tl.load(T_PTR + rows, mask=rmask, other=1.0).to(tl.float32)
@@ -129,107 +269,157 @@ def _sample_kernel(
         t = tl.zeros([ROWS], dtype=tl.float32) + t_val
     greedy_t = t <= 0.0
     t_safe = tl.where(greedy_t, 1.0, t)
-
-    # Pass 1: row max of the scaled logits.
-    m = tl.full([ROWS], float("-inf"), tl.float32)
-    for c0 in range(0, V, BLOCK):
-        x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, c0 + ar, V, IS_PROBS, HAS_BAN)
-        m = tl.maximum(m, tl.max(x / t_safe[:, None], axis=1))
-    # Greedy rows: temperature <= 0, a +inf score, or nothing finite (m = -inf).
-    greedy = greedy_t | (m == float("inf")) | (m == float("-inf"))
-    m_safe = tl.where(greedy, 0.0, m)
-    key_max = _key(m_safe).to(tl.int64)
-
-    # Top-k threshold over all tokens: largest t with count(key >= t) >= k.
-    tk = tl.full([ROWS], _KEY_MIN, tl.int64)
     if USE_K:
         if K_ROWS:
             k = tl.load(K_PTR + rows, mask=rmask, other=0).to(tl.int64)
         else:
             k = tl.zeros([ROWS], dtype=tl.int64) + k_val
-        k_on = (k > 0) & (k < V) & (~greedy)
-        lo = tl.full([ROWS], _KEY_MIN, tl.int64)
-        hi = tl.where(k_on, key_max + 1, lo + 1)
-        while tl.max(hi - lo) > 1:
-            piv = _pivots(lo, hi, NP)
-            cnt = tl.zeros([ROWS, NP], dtype=tl.int64)
-            for c0 in range(0, V, BLOCK):
-                x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, c0 + ar, V, IS_PROBS, HAS_BAN)
-                kk = _key(x / t_safe[:, None])
-                ge = (kk[:, :, None] >= piv[:, None, :]) & m2[:, :, None]
-                cnt += tl.sum(ge.to(tl.int64), axis=1)
-            lo, hi = _narrow(lo, hi, piv, cnt >= k[:, None])
-        tk = lo
 
-    # Top-p threshold: largest t whose strictly-lower mass (within the base set) is <= (1 - p) * Z.
-    tp = tl.full([ROWS], _KEY_MIN, tl.int64)
-    if USE_P:
-        if P_ROWS:
-            p = tl.load(P_PTR + rows, mask=rmask, other=1.0).to(tl.float32)
-            omp = 1.0 - p
-        else:
-            p = tl.zeros([ROWS], dtype=tl.float32) + p_val
-            omp = tl.zeros([ROWS], dtype=tl.float32) + omp_val  # 1 - p rounded once, as HF's threshold
-        p_on = (p < 1.0) & (~greedy)
-        if TOP_K_FIRST:
-            base = tk
-        else:
-            base = tl.full([ROWS], _KEY_MIN, tl.int64)
-        z = tl.zeros([ROWS], dtype=tl.float32)
-        for c0 in range(0, V, BLOCK):
-            x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, c0 + ar, V, IS_PROBS, HAS_BAN)
-            y = x / t_safe[:, None]
-            e = tl.where(_key(y).to(tl.int64) >= base[:, None], tl.exp(y - m_safe[:, None]), 0.0)
-            z += tl.sum(e, axis=1)
-        thr = omp * z
-        lo = base
-        hi = tl.where(p_on & (p > 0.0), key_max + 1, lo + 1)
-        while tl.max(hi - lo) > 1:
+    if CUR == 0:
+        # Launch 1: this chunk's max; with top-k, pass 1's counts over the whole key range.
+        m = tl.full([ROWS], float("-inf"), tl.float32)
+        if USE_K:
+            lo = tl.full([ROWS], _KEY_MIN, tl.int64)
+            hi = tl.full([ROWS], _KEY_END, tl.int64)
             piv = _pivots(lo, hi, NP)
-            mass = tl.zeros([ROWS, NP], dtype=tl.float32)
-            for c0 in range(0, V, BLOCK):
-                x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, c0 + ar, V, IS_PROBS, HAS_BAN)
+            cnt = tl.zeros([ROWS, NP], dtype=tl.int32)
+        for c0 in range(0, CHUNK, BLOCK):
+            x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, col0 + c0 + ar, V, IS_PROBS, HAS_BAN)
+            y = x / t_safe[:, None]
+            m = tl.maximum(m, tl.max(y, axis=1))
+            if USE_K:
+                cnt += _count_ge(_key(y), m2, piv)
+        tl.store(PMAX + rows * NCH + chunk, m, mask=rmask)
+        if USE_K:
+            jn = tl.arange(0, NP)
+            tl.store(CNT + ((par_out * B + rows[:, None]) * NCH + chunk) * NP + jn[None, :], cnt,
+                     mask=rmask[:, None])
+            tl.store(st_out + rows, lo, mask=lead)
+            tl.store(st_out + B + rows, hi, mask=lead)
+    else:
+        m = _reduce_chunks(PMAX, rows, rmask, NCH, NCHB, True)
+        # Greedy rows: temperature <= 0, a +inf score, or nothing finite (m = -inf).
+        greedy = greedy_t | (m == float("inf")) | (m == float("-inf"))
+        m_safe = tl.where(greedy, 0.0, m)
+        key_max = _key(m_safe).to(tl.int64)
+        if USE_P:
+            if P_ROWS:
+                p = tl.load(P_PTR + rows, mask=rmask, other=1.0).to(tl.float32)
+                omp = 1.0 - p
+            else:
+                p = tl.zeros([ROWS], dtype=tl.float32) + p_val
+                omp = tl.zeros([ROWS], dtype=tl.float32) + omp_val  # 1 - p rounded once, as HF's threshold
+            p_on = (p < 1.0) & (~greedy)
+
+        # Finish the previous pass: the interval it searched, narrowed by the chunk-summed partials.
+        tk = tl.full([ROWS], _KEY_MIN, tl.int64)
+        if PREV == 1:
+            lo = tl.load(st_in + rows, mask=rmask, other=_KEY_MIN)
+            hi = tl.load(st_in + B + rows, mask=rmask, other=_KEY_MIN + 1)
+            piv = _pivots(lo, hi, NP)
+            cnt = _reduce_parts(CNT, par_in, rows, rmask, B, NCH, ROWS, NP, NCHB, CB, True)
+            lo, hi = _narrow(lo, hi, piv, cnt.to(tl.int64) >= k[:, None])
+            k_on = (k > 0) & (k < V) & (~greedy)
+            lo = tl.where(k_on, lo, _KEY_MIN)
+            hi = tl.where(k_on, hi, _KEY_MIN + 1)
+            tk = lo
+        if PREV == 2:
+            lo = tl.load(st_in + rows, mask=rmask, other=_KEY_MIN)
+            hi = tl.load(st_in + B + rows, mask=rmask, other=_KEY_MIN + 1)
+            piv = _pivots(lo, hi, NP)
+            mass = _reduce_parts(MASS, par_in, rows, rmask, B, NCH, ROWS, NP, NCHB, CB, False)
+            thr = omp * _reduce_chunks(ZP, rows, rmask, NCH, NCHB, False)
+            lo, hi = _narrow(lo, hi, piv, mass <= thr[:, None])
+            tk = tl.load(TK + rows, mask=rmask, other=_KEY_MIN)
+
+        if CUR == 1 or CUR == 2:
+            if CUR == 2:
+                if TOP_K_FIRST:
+                    base = tk
+                else:
+                    base = tl.full([ROWS], _KEY_MIN, tl.int64)
+                if PREV != 2:
+                    # First top-p pass: record top-k's threshold, start from [base, key_max + 1).
+                    tl.store(TK + rows, tk, mask=lead)
+                    lo = base
+                    hi = tl.where(p_on & (p > 0.0), key_max + 1, lo + 1)
+                    z = tl.zeros([ROWS], dtype=tl.float32)
+                mass = tl.zeros([ROWS, NP], dtype=tl.float32)
+            else:
+                cnt = tl.zeros([ROWS, NP], dtype=tl.int32)
+            tl.store(st_out + rows, lo, mask=lead)
+            tl.store(st_out + B + rows, hi, mask=lead)
+            piv = _pivots(lo, hi, NP)
+            for c0 in range(0, CHUNK, BLOCK):
+                x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, col0 + c0 + ar, V, IS_PROBS, HAS_BAN)
                 y = x / t_safe[:, None]
                 kk = _key(y)
-                e = tl.where(kk.to(tl.int64) >= base[:, None], tl.exp(y - m_safe[:, None]), 0.0)
-                below = kk[:, :, None] < piv[:, None, :]
-                mass += tl.sum(tl.where(below, e[:, :, None], 0.0), axis=1)
-            lo, hi = _narrow(lo, hi, piv, mass <= thr[:, None])
-        # p <= 0: only the largest token(s) survive.
-        tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
-    keep_from = tl.maximum(tk, tp)
+                if CUR == 1:
+                    cnt += _count_ge(kk, m2, piv)
+                else:
+                    e = tl.where(kk.to(tl.int64) >= base[:, None], tl.exp(y - m_safe[:, None]), 0.0)
+                    mass += _mass_below(kk, e, piv)
+                    if PREV != 2:
+                        z += tl.sum(e, axis=1)
+            jn = tl.arange(0, NP)
+            poff = ((par_out * B + rows[:, None]) * NCH + chunk) * NP + jn[None, :]
+            if CUR == 1:
+                tl.store(CNT + poff, cnt, mask=rmask[:, None])
+            else:
+                tl.store(MASS + poff, mass, mask=rmask[:, None])
+                if PREV != 2:
+                    tl.store(ZP + rows * NCH + chunk, z, mask=rmask)
 
-    if USE_MINP:
-        if MINP_ROWS:
-            mp = tl.load(MINP_PTR + rows, mask=rmask, other=0.0).to(tl.float32)
-        else:
-            mp = tl.zeros([ROWS], dtype=tl.float32) + minp_val
-    seed = tl.load(SEED).to(tl.int64)
+        if CUR == 3:
+            # Thresholds, then this chunk's Gumbel-max (greedy rows: argmax of the raw masked logits).
+            tp = tl.full([ROWS], _KEY_MIN, tl.int64)
+            if PREV == 2:
+                # p <= 0: only the largest token(s) survive.
+                tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
+            keep_from = tl.maximum(tk, tp)
+            if USE_MINP:
+                if MINP_ROWS:
+                    mp = tl.load(MINP_PTR + rows, mask=rmask, other=0.0).to(tl.float32)
+                else:
+                    mp = tl.zeros([ROWS], dtype=tl.float32) + minp_val
+            seed = tl.load(SEED).to(tl.int64)
+            best = tl.full([ROWS], float("-inf"), tl.float32)
+            best_i = tl.zeros([ROWS], dtype=tl.int64) + col0
+            for c0 in range(0, CHUNK, BLOCK):
+                cols = col0 + c0 + ar
+                x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
+                y = x / t_safe[:, None]
+                keep = _key(y).to(tl.int64) >= keep_from[:, None]
+                if USE_MINP:
+                    keep = keep & ((tl.exp(y - m_safe[:, None]) >= mp[:, None]) | (mp[:, None] <= 0.0))
+                c2 = (cols[None, :] + tl.zeros([ROWS, BLOCK], dtype=tl.int32)).to(tl.uint32)
+                r2 = (rows[:, None] + tl.zeros([ROWS, BLOCK], dtype=tl.int64)).to(tl.uint32)
+                r0, _, _, _ = tl.random.philox(seed, c2, r2, c2 * 0, c2 * 0)
+                u = tl.random.uint_to_uniform_float(r0)
+                g = -tl.log(-tl.log(u))
+                score = tl.where(keep & m2, y + g, float("-inf"))
+                score = tl.where(greedy[:, None], x, score)
+                score = tl.where(m2, score, float("-inf"))
+                blk_best = tl.max(score, axis=1)
+                blk_i = tl.argmax(score, axis=1).to(tl.int64) + col0 + c0
+                better = blk_best > best
+                best_i = tl.where(better, blk_i, best_i)
+                best = tl.where(better, blk_best, best)
+            tl.store(GV + rows * NCH + chunk, best, mask=rmask)
+            tl.store(GI + rows * NCH + chunk, best_i, mask=rmask)
 
-    # Final pass: Gumbel-max over the kept set (greedy rows: argmax of the raw masked logits).
-    best = tl.full([ROWS], float("-inf"), tl.float32)
-    best_i = tl.zeros([ROWS], dtype=tl.int64)
-    for c0 in range(0, V, BLOCK):
-        cols = c0 + ar
-        x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
-        y = x / t_safe[:, None]
-        keep = _key(y).to(tl.int64) >= keep_from[:, None]
-        if USE_MINP:
-            keep = keep & ((tl.exp(y - m_safe[:, None]) >= mp[:, None]) | (mp[:, None] <= 0.0))
-        c2 = (cols[None, :] + tl.zeros([ROWS, BLOCK], dtype=tl.int32)).to(tl.uint32)
-        r2 = (rows[:, None] + tl.zeros([ROWS, BLOCK], dtype=tl.int64)).to(tl.uint32)
-        r0, _, _, _ = tl.random.philox(seed, c2, r2, c2 * 0, c2 * 0)
-        u = tl.random.uint_to_uniform_float(r0)
-        g = -tl.log(-tl.log(u))
-        score = tl.where(keep & m2, y + g, float("-inf"))
-        score = tl.where(greedy[:, None], x, score)
-        score = tl.where(m2, score, float("-inf"))
-        blk_best = tl.max(score, axis=1)
-        blk_i = tl.argmax(score, axis=1).to(tl.int64) + c0
-        better = blk_best > best
-        best_i = tl.where(better, blk_i, best_i)
-        best = tl.where(better, blk_best, best)
-    tl.store(OUT + rows, best_i, mask=rmask)
+
+@triton.jit
+def _pick_kernel(GV, GI, OUT, B, NCH, ROWS: tl.constexpr, NCHB: tl.constexpr):
+    """Per row, the token of the best chunk (the first chunk among equal values: the lowest index)."""
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rmask = rows < B
+    cc = tl.arange(0, NCHB)
+    msk = rmask[:, None] & (cc < NCH)[None, :]
+    v = tl.load(GV + rows[:, None] * NCH + cc[None, :], mask=msk, other=float("-inf"))
+    c = tl.argmax(v, axis=1).to(tl.int64)
+    tok = tl.load(GI + rows * NCH + c, mask=rmask, other=0)
+    tl.store(OUT + rows, tok, mask=rmask)
 
 
 def sample(scores: torch.Tensor, seed: torch.Tensor, temperature: torch.Tensor | None,
@@ -251,9 +441,21 @@ def sample(scores: torch.Tensor, seed: torch.Tensor, temperature: torch.Tensor |
     reason = check({"dtype": scores.dtype})
     if reason is not None:
         raise ValueError(reason)
+    if scores.is_cuda and scores.device.index != torch.cuda.current_device():
+        with torch.cuda.device(scores.device):
+            return _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, top_p,
+                           top_p_value, min_p, min_p_value, ban, is_probs, top_k_first)
+    return _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value,
+                   min_p, min_p_value, ban, is_probs, top_k_first)
+
+
+def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value, min_p,
+            min_p_value, ban, is_probs, top_k_first) -> torch.Tensor:
+    """:func:`sample` on the scores' current device: a fixed sequence of launches (module docstring)."""
     b, v = scores.shape
     x = scores if scores.stride(1) == 1 else scores.contiguous()
-    out = torch.empty(b, dtype=torch.int64, device=x.device)
+    dev = x.device
+    out = torch.empty(b, dtype=torch.int64, device=dev)
     ban_t, ban_stride = ban_rows(ban, b, v)
     ts = per_row(temperature, b, torch.float32)
     ks = per_row(top_k, b, torch.int64)
@@ -262,19 +464,48 @@ def sample(scores: torch.Tensor, seed: torch.Tensor, temperature: torch.Tensor |
     use_k = ks is not None or 0 < top_k_value < v
     use_p = ps is not None or top_p_value < 1.0
     use_minp = mps is not None or min_p_value > 0.0
-    block, rows, num_warps = launch_config(v)
+    cfg = launch_config(b, v)
+    nch, npiv, rows = cfg["NCH"], cfg["NP"], cfg["ROWS"]
+    passes = search_passes(npiv)
+    f32 = dict(dtype=torch.float32, device=dev)
+    pmax = torch.empty(b, nch, **f32)
+    cnt = torch.empty(2, b, nch, npiv, dtype=torch.int32, device=dev) if use_k else out
+    mass = torch.empty(2, b, nch, npiv, **f32) if use_p else pmax
+    zp = torch.empty(b, nch, **f32) if use_p else pmax
+    n_steps = 1 + (passes if use_k else 0) + (passes if use_p else 0)
+    st = torch.empty(n_steps + 1, 2, b, dtype=torch.int64, device=dev)
+    tk = torch.empty(b, dtype=torch.int64, device=dev) if use_p else out
+    gv = torch.empty(b, nch, **f32)
+    gi = torch.empty(b, nch, dtype=torch.int64, device=dev) if nch > 1 else out
     dummy = out
-    grid = (triton.cdiv(b, rows),)
-    args = (x, x.stride(0), dummy if ban_t is None else ban_t, ban_stride, seed.reshape(-1), out,
+    grid = (triton.cdiv(b, rows), nch)
+    args = (x, x.stride(0), dummy if ban_t is None else ban_t, ban_stride, seed.reshape(-1),
             dummy if ts is None else ts, dummy if ks is None else ks, dummy if ps is None else ps,
-            dummy if mps is None else mps, b, v, float(temperature_value), int(min(max(top_k_value, 0), v)),
-            float(top_p_value), 1.0 - float(top_p_value), float(min_p_value))
+            dummy if mps is None else mps, pmax, cnt, mass, zp, st, tk, gv, gi, b, v, nch)
+    scalars = (float(temperature_value), int(min(max(top_k_value, 0), v)), float(top_p_value),
+               1.0 - float(top_p_value), float(min_p_value))
     kw = dict(T_ROWS=ts is not None, K_ROWS=ks is not None, P_ROWS=ps is not None, MINP_ROWS=mps is not None,
               USE_K=use_k, USE_P=use_p, USE_MINP=use_minp, IS_PROBS=is_probs, HAS_BAN=ban_t is not None,
-              TOP_K_FIRST=top_k_first, BLOCK=block, ROWS=rows, NP=NPIV, num_warps=num_warps)
-    if x.is_cuda and x.device.index != torch.cuda.current_device():
-        with torch.cuda.device(x.device):
-            _sample_kernel[grid](*args, **kw)
-    else:
-        _sample_kernel[grid](*args, **kw)
+              TOP_K_FIRST=top_k_first, CHUNK=cfg["CHUNK"], BLOCK=cfg["BLOCK"], ROWS=rows, NP=npiv,
+              NCHB=cfg["NCHB"], CB=cfg["CB"], num_warps=cfg["num_warps"])
+
+    def launch(step: int, prev: int, cur: int) -> None:
+        _step_kernel[grid](*args, step, *scalars, PREV=prev, CUR=cur, **kw)
+
+    step, prev = 1, 0
+    launch(step, 0, 0)  # maxima (+ top-k pass 1)
+    if use_k:
+        prev = 1
+        for _ in range(passes - 1):
+            step += 1
+            launch(step, 1, 1)
+    if use_p:
+        for _ in range(passes):
+            step += 1
+            launch(step, prev, 2)
+            prev = 2
+    launch(step + 1, prev, 3)  # draw
+    if nch > 1:
+        frows = max(1, min(256, 4096 // cfg["NCHB"]))
+        _pick_kernel[(triton.cdiv(b, frows),)](gv, gi, out, b, nch, ROWS=frows, NCHB=cfg["NCHB"], num_warps=4)
     return out
