@@ -4,7 +4,9 @@ Rows per (B, V) in {1, 16, 64} x {32000, 128256, 151936}, float32 logits:
 - eager: HF's chain (TemperatureLogitsWarper -> TopK -> TopP -> softmax -> multinomial);
 - inductor: ``torch.compile(chain, dynamic=True)`` (a crash is reported as a crash: torch 2.11 failed in
   SplitScan codegen here, DEVICE.md);
-- rocm_fused: the same chain compiled by our backend (the platform's provider choice);
+- rocm_fused: the same chain compiled by our backend with the sampling pass on (the platform's provider
+  order; FlashInfer 0.5.3 is chosen where nothing asks for CUDA graphs, and cannot then be captured);
+- rocm_fused[triton]: the same with our capture-safe Triton provider forced;
 - op[<provider>]: ``rocm_fused::sample`` called directly with each usable provider (triton, flashinfer...).
 Every row is timed over a captured CUDA graph of ``ITERS`` calls (torch.cuda.Event); a callable that can't
 be captured (FlashInfer 0.5.3 reads host generator state) is timed as an event-bracketed eager loop and
@@ -70,13 +72,16 @@ def main() -> None:
     provs = usable_providers()
     t0 = time.time()
     inductor = torch.compile(hf_chain, dynamic=True)
-    ours = torch.compile(hf_chain, backend="rocm_fused", dynamic=True)
+    on = {"passes": {"sampling": True}}  # off by default on CUDA (policy.py): measured here to decide
+    ours = torch.compile(hf_chain, backend="rocm_fused", options=on, dynamic=True)
+    ours_triton = torch.compile(hf_chain, backend="rocm_fused", options={**on, "providers": {"sample": "triton"}},
+                                dynamic=True)
     rows = []
     shapes = [(1, 151936)] if args.quick else [(b, v) for v in (32000, 128256, 151936) for b in (1, 16, 64)]
     for b, v in shapes:
         x = torch.randn(b, v, device="cuda") * 3
         cands = {"eager": lambda x=x: hf_chain(x), "inductor": lambda x=x: inductor(x),
-                 "rocm_fused": lambda x=x: ours(x)}
+                 "rocm_fused": lambda x=x: ours(x), "rocm_fused[triton]": lambda x=x: ours_triton(x)}
         for p in provs:
             def op(x=x, p=p):
                 seed = torch.randint(0, 2**31 - 1, (1,), device="cuda", dtype=torch.int64)

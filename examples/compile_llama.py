@@ -46,7 +46,7 @@ def main() -> None:
         print("no GPU: forcing provider='reference' (pure torch) so the rewrites are visible on CPU")
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=args.layers,
+    cfg = LlamaConfig(vocab_size=1024, hidden_size=512, intermediate_size=1024, num_hidden_layers=args.layers,
                       num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=512)
     model = LlamaForCausalLM(cfg).to(device, dtype).eval()
     max_len = args.prompt + args.steps + 1
