@@ -149,3 +149,11 @@ def test_bad_shapes_raise():
         sample(torch.zeros(3, 4), t_rows=torch.ones(2), provider="reference")
     with pytest.raises(ValueError, match="empty vocabulary"):
         sample(torch.zeros(3, 0), provider="reference")
+
+
+def test_per_row_parameters_move_to_the_kernel_device():
+    """dynamic=True lifts a Python float temperature into a 0-d CPU float64 input: per_row moves it."""
+    from rocm_inductor.ops.sampling import per_row
+
+    t = per_row(torch.tensor(0.7, dtype=torch.float64), 3, torch.float32, "meta")
+    assert t.device.type == "meta" and t.shape == (3,) and t.dtype == torch.float32

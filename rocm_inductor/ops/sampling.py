@@ -106,11 +106,16 @@ def _validate(scores, seed, temperature, top_k, top_p, min_p, ban) -> None:
             raise ValueError(f"ban must have at most 2 dims, got {tuple(ban.shape)}")
 
 
-def per_row(t: torch.Tensor | None, b: int, dtype: torch.dtype) -> torch.Tensor | None:
-    """A per-row parameter as a contiguous (B,) tensor of ``dtype`` (None stays None)."""
+def per_row(t: torch.Tensor | None, b: int, dtype: torch.dtype,
+            device: torch.device | str | None = None) -> torch.Tensor | None:
+    """A per-row parameter as a contiguous (B,) tensor of ``dtype`` on ``device`` (None stays None).
+
+    ``device`` moves it to the kernel's device: with ``dynamic=True`` Dynamo lifts a Python float (a
+    temperature, a top_p) into a 0-d CPU float64 graph input, which a GPU kernel cannot read.
+    """
     if t is None:
         return None
-    return t.reshape(-1).to(dtype).expand(b).contiguous()
+    return t.reshape(-1).to(device=device, dtype=dtype).expand(b).contiguous()
 
 
 def ban_rows(ban: torch.Tensor | None, b: int, v: int) -> tuple[torch.Tensor | None, int]:

@@ -457,10 +457,10 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     dev = x.device
     out = torch.empty(b, dtype=torch.int64, device=dev)
     ban_t, ban_stride = ban_rows(ban, b, v)
-    ts = per_row(temperature, b, torch.float32)
-    ks = per_row(top_k, b, torch.int64)
-    ps = per_row(top_p, b, torch.float32)
-    mps = per_row(min_p, b, torch.float32)
+    ts = per_row(temperature, b, torch.float32, dev)
+    ks = per_row(top_k, b, torch.int64, dev)
+    ps = per_row(top_p, b, torch.float32, dev)
+    mps = per_row(min_p, b, torch.float32, dev)
     use_k = ks is not None or 0 < top_k_value < v
     use_p = ps is not None or top_p_value < 1.0
     use_minp = mps is not None or min_p_value > 0.0
