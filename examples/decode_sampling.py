@@ -1,8 +1,7 @@
 """Decode loop of a tiny HF Llama with model + top-k/top-p sampler compiled together by ``rocm_fused``.
 
 Random weights, no download. On CPU the reference provider is forced (the sampling pass is off on CPU by
-default); on a GPU the platform picks FlashInfer / the AMD fork / our Triton kernel, the sampling pass is
-turned on explicitly (it is off by default on CUDA, see benchmarks/RESULTS.md) and the step runs with CUDA/HIP
+default); on a GPU the platform picks our Triton kernel (CUDA) or the AMD fork (ROCm), and the step runs with CUDA/HIP
 graphs (reduce-overhead's setting: the sampler's seed is drawn inside the graph, so every replay draws fresh
 tokens). Prints the tokens and the match report.
 
@@ -43,9 +42,8 @@ def main() -> None:
     def step(ids: torch.Tensor) -> torch.Tensor:
         return hf_sample(model(ids, use_cache=False).logits)
 
-    # GPU: reduce-overhead's pieces as options (CUDA graphs), with the sampling pass turned on explicitly:
-    # it is off by default on CUDA, where our Triton sampler measured slower than Inductor (RESULTS.md).
-    kw = ({"options": {"cudagraphs": True, "passes": {"sampling": True}}} if dev == "cuda"
+    # GPU: reduce-overhead's pieces as options (CUDA graphs); the sampling pass is on by default there.
+    kw = ({"options": {"cudagraphs": True}} if dev == "cuda"
           else {"options": {"provider": "reference"}})
     compiled = torch.compile(step, backend="rocm_fused", **kw)
     ids = torch.randint(0, cfg.vocab_size, (args.batch, 4), device=dev)

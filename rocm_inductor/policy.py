@@ -35,10 +35,12 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         "fused_add_rms_norm": ("triton", "flashinfer"),
         # FlashInfer has no sigmoid gate: our Triton kernel only.
         "sigmoid_gate": ("triton",),
-        # sample: FlashInfer 0.5.3 top_k_top_p_sampling_from_logits 225/286/351 us vs eager HF 513/775/1507 us
-        #   at B=1/16/64, V=151936 (DEVICE.md, H200); refused under CUDA graphs unless it takes seed/offset
-        #   tensors (>= 0.6.5). Then our Triton kernel (not yet measured: benchmarks/bench_sampling.py).
-        "sample": ("flashinfer", "triton"),
+        # sample: our capture-safe Triton kernel first. H200, same run (benchmarks/RESULTS.md, 2026-11-29):
+        #   HF chain T=0.7 k=50 p=0.9, B=1: 74 / 83 us at V=32000 / 128256 vs Inductor 168 / 250 us and
+        #   eager 176 / 327 us; B=16: 193 / 537 us vs eager 282 / 655 us (Inductor crashes for B > 1).
+        #   FlashInfer 0.5.3 reads host RNG state (no seed/offset tensors before 0.6.5): refused under CUDA
+        #   graphs, and 871-1336 us per call in an eager loop there; only when Triton is unavailable.
+        "sample": ("triton", "flashinfer"),
         # rope: Triton only (FlashInfer needs a position-indexed float32 table). rope_cached: FlashInfer
         #   (head dims 64/128/256/512), then Triton. Not yet measured: benchmarks/bench_rope.py.
         "rope": ("triton",),
@@ -56,19 +58,18 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     #   0.94x / 0.99x / 1.00x Inductor's fused kernel at (1, 4096) / (32, 4096) / (2048, 8192) bf16, and in
     #   context (Qwen3-Next's strided gate slice + o_proj) 0.87x / 0.87x / 0.85x, because the extern op stops
     #   Inductor from fusing the slice/transpose copies into the gate.
-    # sampling, cuda: OFF. Measured on the H200 (2026-11-29, benchmarks/RESULTS.md): FlashInfer 0.5.3 cannot
-    #   be captured (no seed/offset tensors) and our capture-safe Triton kernel takes 2.3-2.4 ms at V=151936
-    #   (eager HF chain 0.3-1.5 ms, Inductor 0.21 ms at B=1). Enable it where Inductor crashes on the chain
-    #   (any batch > 1 in that run) with options={"passes": {"sampling": True}}.
-    # sampling, rocm: on (the fork's sampler takes device seed/offset, DESIGN.md); not measured here, and
-    #   the Triton fallback's H200 speed above argues for measuring before trusting it.
+    # sampling, cuda: ON. Measured on the H200 (2026-11-29, benchmarks/RESULTS.md): the split-row Triton
+    #   sampler is 2.3-3.0x Inductor's compiled HF chain at B = 1 and 1.2-1.5x eager at B = 16; Inductor
+    #   crashes compiling that chain for any batch > 1 (torch 2.11 SplitScan codegen), which the rewrite
+    #   avoids. At B = 64 it is level with eager (0.95x at V=32000, 1.04x at V=128256).
+    # sampling, rocm: on (the fork's sampler takes device seed/offset, DESIGN.md); not measured here.
     # rope: OFF. Measured on the H200 (2026-11-29, benchmarks/RESULTS.md): the rewritten HF graph
     #   (pass[triton]) is 1.25-1.29x Inductor at 1 token for (32|64, 8, 128) heads but 0.33-0.6x from 32
     #   tokens up (the extern op needs its own q/k/cos/sin layouts, copies Inductor fuses away); the op alone
     #   is 0.85-1.24x.
     #   ROCm: off too until measured there. Enable with options={"passes": {"rope": True}}.
     "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False},
-    "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": False, "rope": False},
+    "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": True, "rope": False},
     "cpu": {},
 }
 
