@@ -96,3 +96,20 @@ def test_split_rows_large_vocab_chi_square_on_device():
     top1 = torch.ops.rocm_fused.sample(x[:4], torch.tensor([1], device="cuda"), None, 1.0, None, 1, None, 1.0,
                                        None, 0.0, None, False, True, False, "triton")
     assert (top1.cpu() == int(logits.argmax())).all()
+
+
+def test_default_policy_dynamic_chain_uses_triton_on_device():
+    """Default CUDA policy (sampling on, Triton first) on the HF chain with dynamic=True: Dynamo lifts the
+    float temperature into a 0-d CPU input, which the Triton sampler must move to the GPU (this crashed
+    once on the H200); tokens stay in range for B = 1, 16, 64 and the report names the Triton provider."""
+    from rocm_inductor.report import clear_reports, reports
+
+    torch._dynamo.reset()
+    clear_reports()
+    fn = torch.compile(sp.hf_sampler(0.7, 50, 0.9), backend="rocm_fused", dynamic=True)
+    with torch.no_grad():
+        for b in (1, 16, 64):
+            out = fn(torch.randn(b, 1, 151936, device="cuda"))
+            assert out.shape == (b,) and 0 <= int(out.min()) and int(out.max()) < 151936
+    assert reports().count("sample") >= 1
+    assert {m.provider for m in reports().matches if m.op == "sample"} == {"triton"}

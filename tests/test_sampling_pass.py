@@ -23,7 +23,7 @@ def calls(monkeypatch):
     def rec(self, scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value,
             min_p, min_p_value, ban, is_probs, top_k_first):
         seen.append(dict(shape=tuple(scores.shape), temperature=temperature, t=temperature_value,
-                         k=top_k_value, p=top_p_value, top_p=top_p, mp=min_p_value, min_p=min_p, ban=ban,
+                         k=top_k_value, top_k=top_k, p=top_p_value, top_p=top_p, mp=min_p_value, min_p=min_p, ban=ban,
                          is_probs=is_probs, top_k_first=top_k_first))
         return orig(self, scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value,
                     min_p, min_p_value, ban, is_probs, top_k_first)
@@ -126,12 +126,21 @@ def test_two_samples_left_alone():
     assert seen[-1].after[SAMPLE] == 0 and seen[-1].after["aten.multinomial.default"] == 1
 
 
-def test_dynamic_batch_compiles_and_samples():
-    """The case that crashed Inductor on the H200 (torch 2.11 SplitScan): dynamic batch, HF top-k + top-p."""
+def test_dynamic_batch_compiles_and_samples(calls):
+    """The case that crashed Inductor on the H200 (torch 2.11 SplitScan): ``dynamic=True``, HF top-k + top-p.
+    Dynamo lifts T, top_k and top_p into inputs (0-d float64, a SymInt; ``1 - top_p`` becomes
+    ``1 + (-1 * p)``, ``min(top_k, V)`` a ``sym_min``): the whole chain still becomes one op, with the lifted
+    values as its per-row tensors."""
     fn = sp.hf_sampler(0.7, 5, 0.9)
     out, seen = compile_run(fn, LOGITS, dynamic=True)
-    assert any(c.after[SAMPLE] == 1 for c in seen)
+    _all_fused(seen, n_topk_before=1)
+    c = calls[0]
+    assert c["top_p"] is not None and c["top_p"].dtype == torch.float64 and float(c["top_p"]) == 0.9
+    assert c["temperature"] is not None and float(c["temperature"]) == pytest.approx(0.7)
+    assert c["top_k"] is not None and int(c["top_k"]) == 5 and c["k"] == 0
     assert out.shape == (3,)
+
+
 
 
 def test_default_cpu_policy_leaves_graph_alone():
@@ -269,3 +278,13 @@ def test_min_p_first_distribution(top_k, top_p, fused):
     else:  # the op's order would keep another set: rewriting it would have been wrong
         assert (exact > 0).sum() < (op_order > 0).sum()
     _chi2_ok(tok, exact)
+
+
+@pytest.mark.parametrize("provider", ["reference", "triton"])
+def test_dynamic_true_chain_distribution(provider):
+    """``dynamic=True`` (lifted T and top_p) rewritten graph vs the float64 exact distribution."""
+    x = ROW.expand(N_DRAWS, 12).contiguous()
+    tok, seen = compile_run(sp.hf_sampler(0.8, 8, 0.7, last_position=False), x, dynamic=True,
+                            options={"provider": provider})
+    assert seen[-1].after[SAMPLE] == 1 and not seen[-1].report.near_misses
+    _chi2_ok(tok, exact_distribution(ROW, 0.8, 8, 0.7))

@@ -145,7 +145,7 @@ class Chain:
     keepdim: bool
     is_probs: bool = False
     temperature: float | Node = 1.0
-    top_k: int = 0
+    top_k: int | Node = 0
     top_p: float | Node = 1.0  # a float, or a per-row tensor node (numel 1 or B)
     min_p: float = 0.0
     ban: Node | None = None
@@ -203,7 +203,7 @@ def _masked(s: Node) -> tuple[Node, Node] | None:
     return None
 
 
-def _top_k(s: Node) -> tuple[Node, int] | None:
+def _top_k(s: Node) -> tuple[Node, int | Node] | None:
     """HF / gpt-fast top-k: ``where(s0 < topk(s0, k)[0].select(-1, -1).unsqueeze(-1), -inf, s0)``."""
     m = _masked(s)
     if m is None or not _is(m[0], aten.lt.Tensor):
@@ -221,12 +221,34 @@ def _top_k(s: Node) -> tuple[Node, int] | None:
     tk = gi.args[0]
     if tk.args[0] is not s0:
         return None
-    k = tk.args[1]
+    k = _static_k(tk.args[1], s0)
     dim = tk.args[2] if len(tk.args) > 2 else tk.kwargs.get("dim", -1)
     largest = tk.args[3] if len(tk.args) > 3 else tk.kwargs.get("largest", True)
-    if not (isinstance(k, int) and _last_dim(s0, dim) and largest and sel.args[2] in (-1, k - 1)):
+    if not (_last_dim(s0, dim) and largest):
         return None
-    return s0, k
+    if isinstance(k, int) and not isinstance(k, bool) and sel.args[2] in (-1, k - 1):
+        return s0, k
+    if isinstance(k, Node) and isinstance(_val(k), torch.SymInt) and sel.args[2] == -1:
+        return s0, k  # dynamic=True lifts top_k into a SymInt input: passed to the op as a tensor
+    return None
+
+
+def _static_k(k: Any, s0: Node) -> Any:
+    """``k`` as an int: HF's ``min(top_k, scores.size(-1))`` is a ``sym_min(k0, V)`` node under a dynamic
+    vocabulary; ``k0`` then means the same to the op (``k >= V`` keeps every token, as ``topk(V)`` does)."""
+    if isinstance(k, int) or not (isinstance(k, Node) and k.target in (torch.sym_min, min) and len(k.args) == 2):
+        return k
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    v = getattr(_val(s0), "shape", (None,))[-1]
+    for k0, n in (k.args, k.args[::-1]):
+        if isinstance(k0, int) and not isinstance(k0, bool) and isinstance(n, Node):
+            try:
+                if statically_known_true(_val(n) == v):
+                    return k0
+            except Exception:  # an unrelated symbol: not HF's clamp
+                return k
+    return k
 
 
 def _false_fill(x: Any) -> bool:
@@ -236,14 +258,31 @@ def _false_fill(x: Any) -> bool:
     return _is(x, aten.full.default) and x.args[1] is False or (_is(x, aten.full.default) and x.args[1] == 0)
 
 
+def _number(x: Any) -> float | None:
+    """The value of a Python number or a 0-d ``aten.full`` constant, else None."""
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, (int, float)):
+        return float(x)
+    if _is(x, aten.full.default) and list(x.args[0]) == [] and isinstance(x.args[1], (int, float)):
+        return float(x.args[1])
+    return None
+
+
 def _one_minus(thr: Any) -> Node | None:
-    """``p`` when ``thr`` is ``1 - p`` (``sub.Tensor(1, p)``, the graph form of HF's ``1 - top_p``), else None."""
-    if not _is(thr, aten.sub.Tensor) or thr.kwargs.get("alpha", 1) != 1 or len(thr.args) != 2:
-        return None
-    one, p = thr.args
-    if isinstance(one, bool) or not isinstance(one, (int, float)) or one != 1 or not isinstance(p, Node):
-        return None
-    return p
+    """``p`` when ``thr`` is ``1 - p``, else None. Graph forms of HF's ``1 - top_p``: ``sub.Tensor(1, p)``
+    (a tensor top_p) and ``add.Tensor(1, mul.Tensor(p, -1))`` (``dynamic=True``: Dynamo lifts the float top_p
+    into a 0-d float64 input and decomposes the subtraction; ``1 + (-p)`` is the same float64 operation)."""
+    if _is(thr, aten.sub.Tensor) and thr.kwargs.get("alpha", 1) == 1 and len(thr.args) == 2:
+        one, p = thr.args
+        return p if _number(one) == 1.0 and isinstance(p, Node) else None
+    if _is(thr, aten.add.Tensor) and thr.kwargs.get("alpha", 1) == 1 and len(thr.args) == 2:
+        for one, neg in (thr.args, thr.args[::-1]):
+            if _number(one) == 1.0 and _is(neg, aten.mul.Tensor) and len(neg.args) == 2:
+                for p, m1 in (neg.args, neg.args[::-1]):
+                    if isinstance(p, Node) and _number(m1) == -1.0:
+                        return p
+    return None
 
 
 def _top_p(s: Node, b: Any = None) -> tuple[Node, float | Node] | str | None:
@@ -288,7 +327,10 @@ def _top_p(s: Node, b: Any = None) -> tuple[Node, float | Node] | str | None:
             return ("top-p whose per-row top_p is not a float tensor of shape (B, 1), (1, 1), (1,) or () "
                     "is not recognised")
         dts = (_val(p_node).dtype, getattr(_val(le.args[0]), "dtype", None))
-        if dts != (torch.float32, torch.float32):
+        # A 0-d float64 top_p (dynamic=True's lifted float) does not promote the float32 comparison:
+        # HF compares against float32(1 - p computed in float64), which the kernels compute the same way.
+        zero_d64 = dts == (torch.float64, torch.float32) and _val(p_node).ndim == 0
+        if dts != (torch.float32, torch.float32) and not zero_d64:
             # HF rounds 1 - top_p (and compares) in the promoted dtype; the kernels do both in float32.
             return (f"top-p with a {dts[0]} per-row top_p against {dts[1]} cumulative probabilities (only "
                     "float32 rounds 1 - top_p like the kernels) is not recognised")
@@ -472,7 +514,12 @@ def _replace(graph: Graph, c: Chain, provider: str) -> Node:
     p_val = 1.0 if p_node is not None else float(c.top_p)  # unused when the per-row tensor is given
     seed = insert_call(graph, c.anchor, aten.randint.low, (0, 2**31 - 1, [1]),
                        {"dtype": torch.int64, "device": sv.device}, like=c.anchor)
-    args = (c.scores, seed, t_node, t_val, None, int(c.top_k), p_node, p_val, None, float(c.min_p), c.ban,
+    k_node = None
+    if isinstance(c.top_k, Node):  # a SymInt (dynamic=True): the op takes per-row k as an int64 tensor
+        k_node = insert_call(graph, c.anchor, aten.scalar_tensor.default, (c.top_k,),
+                             {"dtype": torch.int64, "device": sv.device}, like=c.anchor)
+    k_val = 0 if k_node is not None else int(c.top_k)
+    args = (c.scores, seed, t_node, t_val, k_node, k_val, p_node, p_val, None, float(c.min_p), c.ban,
             c.is_probs, c.top_k_first, c.keepdim, provider)
     return insert_call(graph, c.anchor, torch.ops.rocm_fused.sample.default, args, like=c.anchor)
 
@@ -511,8 +558,8 @@ class SamplingPass:
                                                "tensor (batch, vocab)", where))
                 continue
             c = recognise(c)
-            rows = {name for name, val in (("temperature", c.temperature), ("top_p", c.top_p))
-                    if isinstance(val, Node)}
+            rows = {name for name, val in (("temperature", c.temperature), ("top_k", c.top_k),
+                                           ("top_p", c.top_p)) if isinstance(val, Node)}
             spec = sample_spec(_val(c.scores), is_probs=c.is_probs, top_k_first=c.top_k_first,
                                per_row=rows, has_min_p=c.min_p > 0.0, has_ban=c.ban is not None,
                                greedy=False, cudagraphs=_cudagraphs())

@@ -304,8 +304,12 @@ def _step_kernel(
         key_max = _key(m_safe).to(tl.int64)
         if USE_P:
             if P_ROWS:
-                p = tl.load(P_PTR + rows, mask=rmask, other=1.0).to(tl.float32)
-                omp = 1.0 - p
+                # float64: 1 - p rounded once to float32, as HF's threshold for a float32 top_p (exact
+                # difference, one rounding) and for dynamic=True's 0-d float64 one
+                p64 = tl.load(P_PTR + rows, mask=rmask, other=1.0).to(tl.float64)
+                omp = (1.0 - p64).to(tl.float32)
+                p = tl.where(p64 < 1.0, tl.minimum(p64.to(tl.float32), 0.99999994), 1.0)
+                p = tl.where(p64 > 0.0, tl.maximum(p, 1e-30), 0.0)
             else:
                 p = tl.zeros([ROWS], dtype=tl.float32) + p_val
                 omp = tl.zeros([ROWS], dtype=tl.float32) + omp_val  # 1 - p rounded once, as HF's threshold
@@ -459,7 +463,7 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     ban_t, ban_stride = ban_rows(ban, b, v)
     ts = per_row(temperature, b, torch.float32, dev)
     ks = per_row(top_k, b, torch.int64, dev)
-    ps = per_row(top_p, b, torch.float32, dev)
+    ps = per_row(top_p, b, torch.float64, dev)
     mps = per_row(min_p, b, torch.float32, dev)
     use_k = ks is not None or 0 < top_k_value < v
     use_p = ps is not None or top_p_value < 1.0
