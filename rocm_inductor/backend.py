@@ -74,7 +74,11 @@ def resolve(mode: str | None, options: dict[str, Any] | Options | None) -> tuple
     if graphs:
         patches["triton.cudagraphs"] = True
     if level > 0:
-        patches[PASS_HOOK] = PassManager(opts)
+        # a user's own pre-pass (set in Inductor's config before compiling) is chained, not replaced
+        user = getattr(torch._inductor.config, PASS_HOOK, None)
+        if isinstance(user, PassManager):  # ours, from an enclosing rocm_fused compile: never run twice
+            user = user.user_pass
+        patches[PASS_HOOK] = PassManager(opts, user_pass=user if callable(user) else None)
     if level == 2:
         from .lowerings import gemm_config_patches
 
@@ -115,7 +119,9 @@ def rocm_fused(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], mode: st
             raise
         log.warning("rocm_fused: compiling with our rewrites failed (%s: %s); compiling without them",
                     type(e).__name__, e)
-        patches.pop(PASS_HOOK)
+        user = patches.pop(PASS_HOOK).user_pass
+        if user is not None:
+            patches[PASS_HOOK] = user  # the user's pass stays: only ours is dropped
         patches.update(gemm_fallback_patches(opts))  # keep the GEMM override in the cache key
         with gemm_override(opts):
             return compile_fx(gm, example_inputs, config_patches=patches)

@@ -107,3 +107,35 @@ def test_level_0_is_plain_inductor():
     out, seen = compile_run(m, x, x, options={"level": 0})
     assert seen == []  # no pass manager installed at all
     torch.testing.assert_close(out, m(x, x))
+
+
+def test_user_post_grad_pre_pass_is_chained_not_replaced():
+    """A ``post_grad_custom_pre_pass`` the user set runs first on every graph, then ours; its uuid joins
+    the cache key, and one without a uuid turns caching off (Inductor's own rule)."""
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    from rocm_inductor.backend import PASS_HOOK, resolve
+
+    seen = []
+
+    class UserPass(CustomGraphPass):
+        def __call__(self, graph):
+            seen.append(sum(1 for n in graph.nodes if n.op == "call_function"))
+
+        def uuid(self):
+            return "user-pass-v1"
+
+    norm = SPELLINGS["hf_llama"]().to(torch.bfloat16)
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    with torch._inductor.config.patch({PASS_HOOK: UserPass()}):
+        _, (g,) = compile_run(Single(norm), x, x)
+        _, patches = resolve(None, {"provider": "reference"})
+        mine = patches[PASS_HOOK]
+        assert isinstance(mine.user_pass, UserPass) and mine.uuid() is not None
+    assert seen, "the user's pass did not run"
+    assert g.after["rocm_fused.rms_norm.default"] == 1  # ours still ran after it
+    with torch._inductor.config.patch({PASS_HOOK: lambda graph: None}):
+        _, patches = resolve(None, {"provider": "reference"})
+        assert patches[PASS_HOOK].uuid() is None
+    _, patches = resolve(None, {"provider": "reference"})
+    assert patches[PASS_HOOK].user_pass is None and patches[PASS_HOOK].uuid() is not None

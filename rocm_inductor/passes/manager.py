@@ -15,7 +15,7 @@ import hashlib
 import logging
 import pathlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -149,13 +149,17 @@ class PassManager(CustomGraphPass):
     Args:
         options: validated :class:`Options`.
         passes: the rewrite passes to consider (default: every registered pass).
+        user_pass: a ``post_grad_custom_pre_pass`` the user had already set in Inductor's config; it runs
+            first on every graph (it was there first) and its ``uuid()`` joins ours in the cache key.
     """
 
-    def __init__(self, options: Options, passes: list[Any] | None = None) -> None:
+    def __init__(self, options: Options, passes: list[Any] | None = None,
+                 user_pass: Callable[[Graph], Any] | None = None) -> None:
         from . import all_passes
 
         self.options = options
         self.passes = list(all_passes() if passes is None else passes)
+        self.user_pass = user_pass
 
     def enabled(self, plat_kind: str) -> tuple[list[Any], dict[str, str]]:
         """The passes that run on platform ``plat_kind`` and, for the others, why not."""
@@ -175,6 +179,8 @@ class PassManager(CustomGraphPass):
         return run, skipped
 
     def __call__(self, graph: Graph) -> None:
+        if self.user_pass is not None:
+            self.user_pass(graph)  # the user's own pre-pass: not ours to guard, its errors are its own
         plat = PlatformDispatch.platform()
         rep = report_mod.new_graph_report(str(plat))
         run, rep.passes_skipped = self.enabled(plat.kind)
@@ -206,9 +212,16 @@ class PassManager(CustomGraphPass):
                         rep.error, exc_info=log.isEnabledFor(logging.DEBUG))
         report_mod.emit(rep)
 
-    def uuid(self) -> str:
-        """Hash of sources, options, platform and provider versions (Inductor's FX graph cache key)."""
+    def uuid(self) -> str | None:
+        """Hash of sources, options, platform and provider versions (Inductor's FX graph cache key);
+        ``None`` (no caching, as Inductor does for any pass without one) when a chained user pass has no
+        ``uuid()``."""
         h = hashlib.sha256()
+        if self.user_pass is not None:
+            user = self.user_pass.uuid() if hasattr(self.user_pass, "uuid") else None
+            if user is None:
+                return None
+            h.update(repr(user).encode())
         for path in sorted(_PKG.rglob("*.py")):
             h.update(str(path.relative_to(_PKG)).encode())
             h.update(path.read_bytes())
