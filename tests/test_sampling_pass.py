@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import sampling_spellings as sp
 import torch
-from graph_utils import compile_run
+from graph_utils import capture, compile_run
 from scipy.stats import chisquare
 
+import rocm_inductor
 from rocm_inductor.providers.reference import ReferenceProvider
 from rocm_inductor.providers.reference_sampling import exact_distribution
 
@@ -288,3 +289,106 @@ def test_dynamic_true_chain_distribution(provider):
                             options={"provider": provider})
     assert seen[-1].after[SAMPLE] == 1 and not seen[-1].report.near_misses
     _chi2_ok(tok, exact_distribution(ROW, 0.8, 8, 0.7))
+
+
+# -- dynamic shapes: recompiles, a dynamic vocabulary, edge values through lifted inputs ----------------
+def _compile_calls(fn, inputs, prov="reference", mark=(), **compile_kw):
+    """Compile ``fn`` once and call it on each input tuple (``mark``: dims of the first tensor marked
+    dynamic); returns the outputs and, per call, the graphs compiled during it."""
+    outs, per_call = [], []
+    with capture() as seen, torch.no_grad():
+        cf = torch.compile(fn, backend="rocm_fused", options={"provider": prov, "strict": True}, **compile_kw)
+        for args in inputs:
+            for d in mark:
+                torch._dynamo.mark_dynamic(args[0], d)
+            n0 = len(seen)
+            outs.append(cf(*args))
+            per_call.append(seen[n0:])
+    assert len(rocm_inductor.reports()) == sum(len(c) for c in per_call)
+    return outs, per_call
+
+
+@pytest.mark.parametrize("how", ["dynamic_true", "mark_dynamic_batch"])
+def test_batch_1_then_5_recompiles_rewrite_each_graph(how, calls):
+    """B = 1 compiles its own graph (0/1 specialisation), B = 5 a symbolic one that B = 3 reuses: each graph
+    is rewritten (report and op counts), the tokens stay in range, the parameters reach the op."""
+    g = torch.Generator().manual_seed(2)
+    xs = [(torch.randn(b, 37, generator=g),) for b in (1, 5, 3)]
+    kw = dict(dynamic=True) if how == "dynamic_true" else dict(mark=(0,))
+    outs, per_call = _compile_calls(sp.hf_sampler(0.7, 5, 0.9, last_position=False), xs, **kw)
+    assert [len(c) for c in per_call] == [1, 1, 0]
+    for graphs in per_call[:2]:
+        assert graphs[0].after[SAMPLE] == 1 and graphs[0].after["aten.sort.default"] == 0
+        assert graphs[0].report.count("sample") == 1 and not graphs[0].report.near_misses
+    for (x,), out in zip(xs, outs):
+        assert out.shape == (x.shape[0],)
+        assert bool((out[:, None] == x.topk(5, -1).indices).any(-1).all())  # only top-5 tokens
+    assert [c["shape"] for c in calls] == [(1, 37), (5, 37), (3, 37)]
+    for c in calls:
+        if how == "dynamic_true":  # lifted: the op's per-row tensors
+            assert int(c["top_k"]) == 5 and float(c["top_p"]) == 0.9 and c["k"] == 0
+        else:  # only the batch is symbolic: values baked in
+            assert c["top_k"] is None and c["k"] == 5 and c["p"] == pytest.approx(0.9, abs=1e-15)
+
+
+def test_dynamic_vocab_static_top_k(calls):
+    """Vocab dim marked dynamic, int top_k: HF's ``min(top_k, V)`` is ``sym_min(5, V)``; the op gets k = 5
+    as a value (``_static_k``), including V = 3 < k where HF's topk(V) keeps every token (so does k >= V)."""
+    g = torch.Generator().manual_seed(4)
+    xs = [(torch.randn(2, v, generator=g),) for v in (37, 53, 3)]
+    outs, per_call = _compile_calls(sp.hf_sampler(0.7, 5, 0.9, last_position=False), xs, mark=(1,))
+    assert per_call[0][0].after[SAMPLE] == 1 and not per_call[0][0].report.near_misses
+    assert all(g_.after[SAMPLE] == 1 for graphs in per_call for g_ in graphs)
+    assert [c["k"] for c in calls] == [5, 5, 5] and all(c["top_k"] is None for c in calls)
+    for (x,), out in zip(xs[:2], outs[:2]):
+        assert bool((out[:, None] == x.topk(5, -1).indices).any(-1).all())
+    assert int(outs[2].max()) < 3
+
+
+@pytest.mark.parametrize("provider", ["reference", "triton"])
+def test_dynamic_vocab_distribution(provider):
+    """The ``_static_k`` graph (batch and vocab dynamic) compiled at V = 37, run at V = 12 without a
+    recompile: the draws match HF's exact distribution."""
+    g = torch.Generator().manual_seed(5)
+    n = N_DRAWS if provider == "triton" else 4000
+    xs = [(torch.randn(2, 37, generator=g),), (ROW.expand(n, 12).contiguous(),)]
+    outs, per_call = _compile_calls(sp.hf_sampler(0.8, 8, 0.9, last_position=False), xs, prov=provider,
+                                    mark=(0, 1))
+    assert per_call[0][0].after[SAMPLE] == 1 and per_call[1] == []
+    _chi2_ok(outs[1], exact_distribution(ROW, 0.8, 8, 0.9))
+
+
+TIES = torch.tensor([1.0, 3.0, 0.5, 3.0, 2.0, 3.0, -1.0])
+
+
+@pytest.mark.parametrize("provider", ["reference", "triton"])
+@pytest.mark.parametrize("kw,allowed", [
+    (dict(temperature=0.9, top_k=1), {1, 3, 5}),  # top-k 1 keeps every tied maximum (HF: s < k-th value)
+    (dict(temperature=0.9, top_p=0.0, top_k=3), None),  # top_p = 0: only a maximum (tie pick: see below)
+    (dict(temperature=0.9, top_p=1.0), set(range(7))),  # HF skips the warper: nothing filtered
+    (dict(temperature=1e-3, top_k=4), {1, 3, 5}),  # tiny T: the maxima only (others e^-1000 less likely)
+], ids=["top_k_1_ties", "top_p_0", "top_p_1", "tiny_T"])
+def test_dynamic_lifted_edge_values(kw, allowed, provider):
+    """Edge values passed through Dynamo's lifted inputs (dynamic=True): the drawn set is HF's."""
+    x = TIES.expand(600, 7).contiguous()
+    out, seen = compile_run(sp.hf_sampler(last_position=False, **kw), x, dynamic=True,
+                            options={"provider": provider})
+    assert seen[-1].after[SAMPLE] == 1 and not seen[-1].report.near_misses
+    drawn = set(out.tolist())
+    if allowed is None:
+        # HF's sort keeps one of the tied maxima; the Triton kernel keeps all of them (module docstring of
+        # providers/triton/sampling.py: exact except at an exact tie on the top-p boundary)
+        assert drawn <= {1, 3, 5} and (provider == "triton" or len(drawn) == 1)
+    else:
+        assert drawn == allowed
+
+
+def test_dynamic_min_p_is_a_near_miss_and_stays_exact():
+    """Limitation: dynamic=True lifts min_p into a 0-d tensor, which the pass does not fuse; the min-p mask
+    becomes the op's ban and the top-k/top-p above it stay in Inductor (exact, reported)."""
+    x = ROW.expand(500, 12).contiguous()
+    out, seen = compile_run(sp.hf_sampler(0.9, 8, 0.8, min_p=0.1, last_position=False), x, dynamic=True)
+    after, misses = seen[-1].after, seen[-1].report.near_misses
+    assert after[SAMPLE] == 1 and after["aten.multinomial.default"] == 0 and after["aten.sort.default"] == 1
+    assert len(misses) == 1 and "min_p is a tensor" in misses[0].reason
+    assert set(out.tolist()) <= set((exact_distribution(ROW, 0.9, 8, 0.8, min_p=0.1) > 0).nonzero().flatten().tolist())
