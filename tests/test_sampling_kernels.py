@@ -142,6 +142,18 @@ def test_ban_min_p_probs_and_per_row(provider):
     assert set(tok[:, 0].tolist()) == {2} and set(tok[:, 1].tolist()) == {0} and len(set(tok[:, 2].tolist())) == 3
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_per_row_min_p_out_of_range(provider):
+    """A per-row min_p (op call; the pass never passes one) above 1 keeps the top token as HF's
+    ``MinPLogitsWarper`` does; NaN removes nothing (``probs < nan`` is false). Triton drew token 0 for both."""
+    x = torch.tensor([[0.0, 2.0, 1.0, -1.0]]).repeat(300, 1)
+    seed_t = torch.tensor([5], dtype=torch.int64)
+    for mp, want in ((1.5, {1}), (float("nan"), {0, 1, 2, 3})):
+        out = torch.ops.rocm_fused.sample(x, seed_t, None, 1.0, None, 0, None, 1.0, torch.tensor([mp]), 0.0, None,
+                                          False, True, False, provider)
+        assert set(out.tolist()) == want, (mp, set(out.tolist()))
+
+
 def test_bad_shapes_raise():
     with pytest.raises(ValueError, match=r"\(B, V\)"):
         sample(torch.zeros(3), provider="reference")

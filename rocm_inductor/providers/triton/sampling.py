@@ -386,6 +386,9 @@ def _step_kernel(
                     mp = tl.load(MINP_PTR + rows, mask=rmask, other=0.0).to(tl.float32)
                 else:
                     mp = tl.zeros([ROWS], dtype=tl.float32) + minp_val
+                # HF drops ``probs < min_p * max``: NaN drops nothing, and its top token survives any min_p
+                # (min_p > 1 -> 1 keeps the maxima)
+                mp = tl.where(mp > 1.0, 1.0, mp)
             seed = tl.load(SEED).to(tl.int64)
             best = tl.full([ROWS], float("-inf"), tl.float32)
             best_i = tl.zeros([ROWS], dtype=tl.int64) + col0
@@ -395,7 +398,7 @@ def _step_kernel(
                 y = x / t_safe[:, None]
                 keep = _key(y).to(tl.int64) >= keep_from[:, None]
                 if USE_MINP:
-                    keep = keep & ((tl.exp(y - m_safe[:, None]) >= mp[:, None]) | (mp[:, None] <= 0.0))
+                    keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
                 c2 = (cols[None, :] + tl.zeros([ROWS, BLOCK], dtype=tl.int32)).to(tl.uint32)
                 r2 = (rows[:, None] + tl.zeros([ROWS, BLOCK], dtype=tl.int64)).to(tl.uint32)
                 r0, _, _, _ = tl.random.philox(seed, c2, r2, c2 * 0, c2 * 0)
