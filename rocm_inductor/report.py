@@ -312,8 +312,13 @@ def location_of(node: torch.fx.Node | None) -> str:
     return f"{path.rsplit('/', 1)[-1]}:{line}"
 
 
+def dtype_name(v: Any) -> str:
+    """``"bfloat16"`` for ``torch.bfloat16`` or a tensor of it (anything else: its ``str`` minus ``torch.``)."""
+    return str(getattr(v, "dtype", v)).replace("torch.", "")
+
+
 def describe(val: Any) -> tuple[str, str]:
     """(shape, dtype) strings of a fake tensor for the report."""
     if not isinstance(val, torch.Tensor):
         return "", ""
-    return "x".join(str(s) for s in val.shape), str(val.dtype).replace("torch.", "")
+    return "x".join(str(s) for s in val.shape), dtype_name(val)

@@ -38,7 +38,7 @@ from ..ops.rms_norm import norm_spec
 from ..platform import PlatformDispatch
 from ..policy import NORM_MIN_HIDDEN
 from ..report import Match as MatchRecord
-from ..report import NearMiss, describe, location_of
+from ..report import NearMiss, describe, dtype_name, location_of
 from .manager import PassContext, current_context
 
 aten = torch.ops.aten
@@ -195,8 +195,8 @@ def _check(op: str, offset: float, residual: bool):
         if w is not None and (w.ndim != 1 or not _same(w.shape[0], x.shape[-1])):
             return miss(f"weight shape {tuple(w.shape)} is not (hidden,) = ({x.shape[-1]},)")
         if out is None or out.dtype != x.dtype:
-            return miss(f"output dtype {_n(out)} differs from input {_n(x)} (weight promotes the result); "
-                        "cast the weight to the model dtype to match")
+            return miss(f"output dtype {dtype_name(out)} differs from input {dtype_name(x)} (weight promotes "
+                        "the result); cast the weight to the model dtype to match")
         min_h = NORM_MIN_HIDDEN.get(PlatformDispatch.platform().kind, 0)
         h = x.shape[-1]
         if ctx.options.provider_for(op) is None and isinstance(h, int) and h < min_h:
@@ -220,10 +220,6 @@ def _same(a: Any, b: Any) -> bool:
         return bool(a == b)
     except Exception:
         return False
-
-
-def _n(v: Any) -> str:
-    return str(getattr(v, "dtype", v)).replace("torch.", "")
 
 
 @functools.lru_cache(maxsize=1)

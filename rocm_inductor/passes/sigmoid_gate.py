@@ -35,7 +35,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..ops.sigmoid_gate import DTYPES, gate_spec
 from ..report import Match as MatchRecord
-from ..report import NearMiss, describe, location_of
+from ..report import NearMiss, describe, dtype_name, location_of
 from .manager import PassContext, current_context
 
 aten = torch.ops.aten
@@ -124,10 +124,6 @@ def _same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
     return all(statically_known_true(p == q) for p, q in zip(a.shape, b.shape, strict=True))
 
 
-def _dtype(v: Any) -> str:
-    return str(getattr(v, "dtype", v)).replace("torch.", "")
-
-
 def extra_check(match: Match) -> bool:
     """Validate one ``x * sigmoid(g)`` match, choose the provider, record the outcome."""
     ctx = current_context()
@@ -151,7 +147,7 @@ def extra_check(match: Match) -> bool:
         return False
 
     if x.dtype not in DTYPES or g.dtype != x.dtype or out.dtype != x.dtype:
-        return miss(f"dtypes x={_dtype(x)}, gate={_dtype(g)}, out={_dtype(out)}: the op takes one of "
+        return miss(f"dtypes x={dtype_name(x)}, gate={dtype_name(g)}, out={dtype_name(out)}: the op takes one of "
                     "float16/bfloat16/float32 for all three")
     if not feeds_projection(mul):
         return miss("the product does not feed a projection (mm/addmm/bmm): Inductor fuses it with its "

@@ -6,6 +6,8 @@ from typing import Any
 
 import torch
 
+from ..report import dtype_name
+
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
@@ -17,13 +19,9 @@ def check_half_same_dtype_weight(lib: str, spec: dict[str, Any]) -> str | None:
     """
     dt, wdt = spec["dtype"], spec.get("weight_dtype")
     if dt not in HALF_DTYPES:
-        return f"{lib} norm kernels take float16/bfloat16 only, input is {_n(dt)}"
+        return f"{lib} norm kernels take float16/bfloat16 only, input is {dtype_name(dt)}"
     if wdt is None:
         return f"{lib} norm kernels need a weight (weightless norm)"
     if wdt != dt:
-        return f"weight is {_n(wdt)}, input {_n(dt)}; {lib} needs equal dtypes"
+        return f"weight is {dtype_name(wdt)}, input {dtype_name(dt)}; {lib} needs equal dtypes"
     return None
-
-
-def _n(dtype: torch.dtype | None) -> str:
-    return str(dtype).replace("torch.", "")

@@ -12,13 +12,11 @@ from typing import Any
 
 import torch
 
+from ..report import dtype_name
+
 #: Head dims FlashInfer's / the AMD fork's RoPE kernels are instantiated for.
 VENDOR_HEAD_DIMS = (64, 128, 256, 512)
 HALF_DTYPES = (torch.float16, torch.bfloat16)
-
-
-def _n(dtype: Any) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 def check_vendor_rope(lib: str, op: str, spec: dict[str, Any], head_dims=VENDOR_HEAD_DIMS) -> str | None:
@@ -28,13 +26,13 @@ def check_vendor_rope(lib: str, op: str, spec: dict[str, Any], head_dims=VENDOR_
                 "(on-the-fly) go to Triton")
     dt, kdt = spec.get("dtype"), spec.get("k_dtype")
     if dt not in HALF_DTYPES:
-        return f"{lib} rope takes float16/bfloat16, q is {_n(dt)}"
+        return f"{lib} rope takes float16/bfloat16, q is {dtype_name(dt)}"
     if kdt is None:
         return f"{lib} rope rotates q and k together; this match has no k"
     if kdt != dt:
-        return f"{lib} rope needs q and k of one dtype, got {_n(dt)} and {_n(kdt)}"
+        return f"{lib} rope needs q and k of one dtype, got {dtype_name(dt)} and {dtype_name(kdt)}"
     if spec.get("table_dtype") != torch.float32:
-        return f"{lib} cos_sin_cache must be float32, is {_n(spec.get('table_dtype'))}"
+        return f"{lib} cos_sin_cache must be float32, is {dtype_name(spec.get('table_dtype'))}"
     if spec.get("head_dim") not in head_dims:
         return f"{lib} rope supports head_dim {head_dims} only, head_dim is {spec.get('head_dim')}"
     if spec.get("ndim") not in (3, 4):

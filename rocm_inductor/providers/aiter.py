@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from . import Provider
-from ._norm_limits import HALF_DTYPES, _n
+from ._norm_limits import check_half_same_dtype_weight
 from ._rope_limits import check_vendor_rope, token_major
 
 #: AITER's cached-position RoPE (``rope_cached_positions_2c_fwd``): [s, b, h, d] layout, int64 positions
@@ -47,11 +47,10 @@ class AiterProvider(Provider):
             return check_sample("aiter", aiter_sampler(self.lib()), spec, seeded=False)
         if op in ("rope", "rope_cached"):
             return check_vendor_rope("aiter", op, spec, AITER_ROPE_HEAD_DIMS)
-        dt, wdt, hidden = spec["dtype"], spec.get("weight_dtype"), spec.get("hidden")
-        if dt not in HALF_DTYPES:
-            return f"aiter norm kernels take float16/bfloat16 only, input is {_n(dt)}"
-        if wdt != dt:
-            return f"weight is {_n(wdt)}, input {_n(dt)}; aiter needs equal dtypes"
+        reason = check_half_same_dtype_weight("aiter", spec)
+        if reason is not None:
+            return reason
+        hidden = spec.get("hidden")
         if spec.get("offset", 0.0) != 0.0:
             return "aiter has no Gemma (1 + weight) norm in the documented API"
         if not isinstance(hidden, int) or hidden % 8:

@@ -28,6 +28,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ...report import dtype_name
+
 #: Input (and output) dtypes the kernels take.
 INPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 #: Weight dtypes: loaded and upcast to float32 in the kernel.
@@ -43,10 +45,6 @@ _TILE_TARGET = 1024
 MAX_ROWS = 16
 
 
-def _name(dtype: Any) -> str:
-    return str(dtype).replace("torch.", "")
-
-
 def check(spec: dict[str, Any]) -> str | None:
     """Compile-time limits of these kernels.
 
@@ -59,9 +57,9 @@ def check(spec: dict[str, Any]) -> str | None:
     """
     dt, wdt, hidden = spec.get("dtype"), spec.get("weight_dtype"), spec.get("hidden")
     if dt not in INPUT_DTYPES:
-        return f"triton rms_norm takes float16/bfloat16/float32 input, input is {_name(dt)}"
+        return f"triton rms_norm takes float16/bfloat16/float32 input, input is {dtype_name(dt)}"
     if wdt is not None and wdt not in WEIGHT_DTYPES:
-        return f"triton rms_norm takes a float16/bfloat16/float32/float64 weight, weight is {_name(wdt)}"
+        return f"triton rms_norm takes a float16/bfloat16/float32/float64 weight, weight is {dtype_name(wdt)}"
     if spec.get("ndim", 1) < 1:
         return "input is a scalar; RMSNorm needs at least one dim"
     if hidden is None or isinstance(hidden, bool) or not isinstance(hidden, int):
@@ -245,8 +243,8 @@ def fused_add_rms_norm(
     """
     _validate(x, weight)
     if residual.shape != x.shape or residual.dtype != x.dtype or residual.device != x.device:
-        raise ValueError(f"residual {tuple(residual.shape)} {_name(residual.dtype)} on {residual.device} "
-                         f"!= input {tuple(x.shape)} {_name(x.dtype)} on {x.device}")
+        raise ValueError(f"residual {tuple(residual.shape)} {dtype_name(residual.dtype)} on {residual.device} "
+                         f"!= input {tuple(x.shape)} {dtype_name(x.dtype)} on {x.device}")
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     s = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if x.numel() == 0:

@@ -28,6 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ...report import dtype_name
 from .rms_norm import _round_to
 
 #: Input dtypes the kernel takes (tables: any float dtype, loaded and upcast).
@@ -41,22 +42,18 @@ _TILE_PAIRS = 1024
 MAX_ROWS = 64
 
 
-def _n(dtype: Any) -> str:
-    return str(dtype).replace("torch.", "")
-
-
 def check(spec: dict[str, Any]) -> str | None:
     """Compile-time limits of the kernel (spec keys: ``rocm_inductor.ops.rope``); ``None`` if it takes it."""
     dt, kdt, tdt = spec.get("dtype"), spec.get("k_dtype"), spec.get("table_dtype")
     d, rd = spec.get("head_dim"), spec.get("rotary_dim")
     if dt not in INPUT_DTYPES:
-        return f"triton rope takes float16/bfloat16/float32/float64 q, q is {_n(dt)}"
+        return f"triton rope takes float16/bfloat16/float32/float64 q, q is {dtype_name(dt)}"
     if kdt is not None and kdt != dt:
-        return f"triton rope needs q and k of one dtype, got {_n(dt)} and {_n(kdt)}"
+        return f"triton rope needs q and k of one dtype, got {dtype_name(dt)} and {dtype_name(kdt)}"
     if tdt not in TABLE_DTYPES:
-        return f"triton rope takes float cos/sin tables, table is {_n(tdt)}"
+        return f"triton rope takes float cos/sin tables, table is {dtype_name(tdt)}"
     if spec.get("cached") and tdt != torch.float32:
-        return f"cos_sin_cache must be float32, is {_n(tdt)}"
+        return f"cos_sin_cache must be float32, is {dtype_name(tdt)}"
     if not isinstance(d, int) or isinstance(d, bool):
         return "head_dim is symbolic; triton rope picks its block size from a static head_dim"
     if not isinstance(rd, int) or rd < 2 or rd % 2 or rd > d:
