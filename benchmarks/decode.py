@@ -58,7 +58,7 @@ import rocm_inductor  # noqa: E402,F401  (registers the custom ops; reports of w
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
-from timing import time_call, write_results  # noqa: E402  (benchmarks/timing.py)
+from timing import capture_graph, time_call, write_results  # noqa: E402  (benchmarks/timing.py)
 
 CONFIGS = ("eager", "inductor", "rocm_fused_l1", "rocm_fused_l2")
 T, TOP_K, TOP_P = 0.7, 50, 0.9
@@ -141,16 +141,7 @@ def capture(fn, cuda: bool):
     if not cuda:
         return fn, "no CUDA graphs on CPU"
     try:
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(2):
-                fn()
-        torch.cuda.current_stream().wait_stream(s)
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = fn()
+        graph, out = capture_graph(fn, warmup=2)
         torch.cuda.synchronize()
         replay = lambda: (graph.replay(), out)[1]
         replay.graph = graph  # keep it alive with the callable

@@ -8,20 +8,29 @@ from collections.abc import Callable
 import torch
 
 
-def graph_time_us(fn: Callable[[], object], inner: int, reps: int) -> float:
-    """Median microseconds per call of ``fn``, captured ``inner`` times in one CUDA graph (after a warm-up on
-    a side stream) and replayed ``reps`` times, timed with CUDA events. Python and launch overhead are out."""
+def capture_graph(fn: Callable[[], object], inner: int = 1, warmup: int = 3) -> tuple[torch.cuda.CUDAGraph, object]:
+    """``fn`` called ``inner`` times inside one captured ``torch.cuda.CUDAGraph``, after ``warmup`` calls on a
+    side stream (lazy initialisation, allocator pools); returns the graph and the last call's output, whose
+    storage each replay rewrites. Raises whatever capture raises (e.g. a host sync inside ``fn``)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        for _ in range(3):
+        for _ in range(warmup):
             fn()
     torch.cuda.current_stream().wait_stream(s)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
+    out = None
     with torch.cuda.graph(graph):
         for _ in range(inner):
-            fn()
+            out = fn()
+    return graph, out
+
+
+def graph_time_us(fn: Callable[[], object], inner: int, reps: int) -> float:
+    """Median microseconds per call of ``fn``, captured ``inner`` times in one CUDA graph (after a warm-up on
+    a side stream) and replayed ``reps`` times, timed with CUDA events. Python and launch overhead are out."""
+    graph, _ = capture_graph(fn, inner)
     graph.replay()
     torch.cuda.synchronize()
     times = []
