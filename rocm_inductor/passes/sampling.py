@@ -221,9 +221,8 @@ def _top_k(s: Node) -> tuple[Node, int | Node] | None:
     tk = gi.args[0]
     if tk.args[0] is not s0:
         return None
-    k = _static_k(tk.args[1], s0)
-    dim = tk.args[2] if len(tk.args) > 2 else tk.kwargs.get("dim", -1)
-    largest = tk.args[3] if len(tk.args) > 3 else tk.kwargs.get("largest", True)
+    k, dim, largest = _topk_args(tk)
+    k = _static_k(k, s0)
     if not (_last_dim(s0, dim) and largest):
         return None
     if isinstance(k, int) and not isinstance(k, bool) and sel.args[2] in (-1, k - 1):
@@ -231,6 +230,13 @@ def _top_k(s: Node) -> tuple[Node, int | Node] | None:
     if isinstance(k, Node) and isinstance(_val(k), torch.SymInt) and sel.args[2] == -1:
         return s0, k  # dynamic=True lifts top_k into a SymInt input: passed to the op as a tensor
     return None
+
+
+def _topk_args(tk: Node) -> tuple[Any, Any, Any]:
+    """``(k, dim, largest)`` of an ``aten.topk`` node, positional or keyword (defaults -1, True)."""
+    dim = tk.args[2] if len(tk.args) > 2 else tk.kwargs.get("dim", -1)
+    largest = tk.args[3] if len(tk.args) > 3 else tk.kwargs.get("largest", True)
+    return tk.args[1], dim, largest
 
 
 def _static_k(k: Any, s0: Node) -> Any:
@@ -351,9 +357,7 @@ def _topk1_indices(idx: Any, probs: Node) -> int | None:
     if not (_is(idx, operator.getitem) and idx.args[1] == 1 and _is(idx.args[0], aten.topk.default)):
         return None
     tk = idx.args[0]
-    k = tk.args[1]
-    dim = tk.args[2] if len(tk.args) > 2 else tk.kwargs.get("dim", -1)
-    largest = tk.args[3] if len(tk.args) > 3 else tk.kwargs.get("largest", True)
+    k, dim, largest = _topk_args(tk)
     if tk.args[0] is not probs or not isinstance(k, int) or not _last_dim(probs, dim) or not largest:
         return None
     return k
