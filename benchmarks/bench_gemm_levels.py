@@ -6,6 +6,8 @@ Configs (every one with CUDA graphs, so step times compare kernels, not Python):
   rocm_fused_l1   backend="rocm_fused", level 1 (+cudagraphs)  our rewrites, Inductor defaults
   rocm_fused_l2   backend="rocm_fused", level 2                our rewrites + max-autotune, ATen GEMMs for
                                                                M <= aten_gemm_max_m (default 32)
+  rocm_fused_l2_nocdt  level 2 with inductor_config={"coordinate_descent_tuning": False}: M=1 GEMMs stay
+                   GEMMs (reach the override -> cuBLAS) instead of Inductor's mul + sum reduction
 
 Model: ``LlamaForCausalLM`` from a transformers ``LlamaConfig`` with Llama-3.2-1B's shape (hidden 2048,
 16 layers, 32/8 heads, head_dim 64, MLP 8192, vocab 128256), random bf16 weights, SDPA. Decode bucket M =
@@ -20,7 +22,8 @@ Budget: max-autotune costs ~80 s per bucket on the H200 (DEVICE.md), so by defau
 is skipped (marked "budget") once ``--budget-s`` (default 480 s) would be exceeded. Defaults fit one device
 call of < 9 minutes; widen with e.g. ``--buckets 1,2,4,8,16,32 --autotune-buckets 1,8,32`` over several calls.
 
-Writes ``gemm_levels.md`` and ``gemm_levels.csv`` to ``--out`` and prints the table last.
+Writes ``gemm_levels[_TAG].md`` and ``.csv`` to ``--out`` and prints the table last; ``--merge a.csv b.csv``
+turns the CSVs of several device calls into one table (with a per-bucket summary).
 ``--tiny --device cpu`` is a smoke test of the script itself (2 layers, small dims, no CUDA graphs).
 """
 
@@ -44,7 +47,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import hf_models  # noqa: E402  (benchmarks/hf_models.py: the model and step, shared with decode.py)
 from timing import time_call  # noqa: E402  (benchmarks/timing.py)
 
-CONFIGS = ("inductor", "rocm_fused_l2", "inductor_ma", "rocm_fused_l1")
+CONFIGS = ("inductor", "rocm_fused_l1", "rocm_fused_l2", "rocm_fused_l2_nocdt", "inductor_ma")
 
 
 def _ints(s: str) -> list[int]:
@@ -58,6 +61,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--prefill", type=int, default=512, help="prefill tokens (0 = none); not for inductor_ma")
     p.add_argument("--autotune-buckets", default="8", help="decode buckets that inductor_ma runs")
     p.add_argument("--autotune-prefill", action="store_true", help="also run inductor_ma on the prefill")
+    p.add_argument("--nocdt-buckets", default="1", help="decode buckets that rocm_fused_l2_nocdt runs")
+    p.add_argument("--tag", default="", help="suffix of the output files (gemm_levels_TAG.md/.csv)")
+    p.add_argument("--merge", nargs="+", metavar="CSV", help="merge CSVs of earlier runs into one table and exit")
     p.add_argument("--configs", default=",".join(CONFIGS))
     p.add_argument("--reps", type=int, default=50, help="steps per timing round")
     p.add_argument("--rounds", type=int, default=3, help="timing rounds (median and spread reported)")
@@ -93,9 +99,11 @@ def compile_fn(name: str, step, cuda: bool):
     if name == "inductor_ma":
         return torch.compile(step, mode="max-autotune" if graphs else "max-autotune-no-cudagraphs",
                              fullgraph=True, dynamic=False)
-    level = {"rocm_fused_l1": 1, "rocm_fused_l2": 2}[name]
-    return torch.compile(step, backend="rocm_fused", options={"level": level, "cudagraphs": graphs},
-                         fullgraph=True, dynamic=False)
+    level = {"rocm_fused_l1": 1, "rocm_fused_l2": 2, "rocm_fused_l2_nocdt": 2}[name]
+    opts = {"level": level, "cudagraphs": graphs}
+    if name == "rocm_fused_l2_nocdt":
+        opts["inductor_config"] = {"coordinate_descent_tuning": False}
+    return torch.compile(step, backend="rocm_fused", options=opts, fullgraph=True, dynamic=False)
 
 
 def _fresh_compile_state():
@@ -150,18 +158,15 @@ def plan(args) -> list[tuple[str, str, int, int]]:
     unknown = sorted(set(configs) - set(CONFIGS))
     if unknown:
         raise SystemExit(f"unknown config(s) {unknown}; valid: {list(CONFIGS)}")
-    ma = set(_ints(args.autotune_buckets))
+    only = {"inductor_ma": set(_ints(args.autotune_buckets)), "rocm_fused_l2_nocdt": set(_ints(args.nocdt_buckets))}
     runs = []
     for b in _ints(args.buckets):
         for c in configs:
-            if c != "inductor_ma" or b in ma:
+            if c not in only or b in only[c]:
                 runs.append((c, f"decode M={b}", b, 1))
-    for b in sorted(ma - set(_ints(args.buckets))):
-        if "inductor_ma" in configs:
-            runs.append(("inductor_ma", f"decode M={b}", b, 1))
     if args.prefill:
         for c in configs:
-            if c != "inductor_ma" or args.autotune_prefill:
+            if c not in only or (c == "inductor_ma" and args.autotune_prefill):
                 runs.append((c, f"prefill M={args.prefill}", 1, args.prefill))
     return runs
 
@@ -177,6 +182,13 @@ def versions() -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.merge:
+        rows = []
+        for path in args.merge:
+            with open(path, newline="") as f:
+                rows += [_typed(r) for r in csv.DictReader(f)]
+        write(rows, args, header=_versions_of(args.merge))
+        return 0
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA/ROCm device; use --device cpu --tiny for a smoke test", file=sys.stderr)
         return 1
@@ -185,8 +197,9 @@ def main(argv=None) -> int:
     rows = []
     for name, label, batch, seq in plan(args):
         spent = time.perf_counter() - start
-        # a max-autotune run costs ~80 s on the H200, the others ~20-40 s (DEVICE.md)
-        cost = 90.0 if (name == "inductor_ma" or (name == "rocm_fused_l2" and seq > 1)) else 35.0
+        # H200, 16 layers (session 2): max-autotune ~95-120 s a bucket, level 2 ~40 s (M=1: ~90 s: the
+        # M=1 GEMMs are reductions, coordinate-descent tuned), Inductor / level 1 ~25-35 s
+        cost = {"inductor_ma": 120.0, "rocm_fused_l2": 95.0 if batch * seq == 1 else 60.0}.get(name, 40.0)
         if args.tiny:
             cost = 0.0
         row = dict(config=name, bucket=label)
@@ -199,22 +212,67 @@ def main(argv=None) -> int:
                 row.update(status=f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
         rows.append(row)
         print(f"[{time.perf_counter() - start:6.0f}s] {name:<14} {label:<16} {row}", flush=True)
+        write(rows, args, quiet=True)  # after every run: a call killed at its time limit keeps its rows
     write(rows, args)
     return 0
 
 
-def write(rows, args) -> None:
+KEYS = ["config", "bucket", "status", "compile_s", "step_us", "spread_us", "autotuned", "aten_only", "gemms_seen",
+        "versions"]
+
+
+def _typed(row: dict) -> dict:
+    """A CSV row with its numbers as numbers again."""
+    out = dict(row)
+    for k in ("compile_s", "step_us", "spread_us"):
+        out[k] = float(row[k]) if row.get(k) else None
+    for k in ("autotuned", "aten_only", "gemms_seen"):
+        out[k] = int(row[k]) if row.get(k) else ""
+    return out
+
+
+def _versions_of(paths) -> str:
+    for path in paths:
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                if r.get("versions"):
+                    return r["versions"]
+    return "versions not recorded"
+
+
+def summary(rows) -> list[str]:
+    """Per bucket: step us / compile s of each config and level 2 against the others (markdown lines)."""
+    by = {}
+    for r in rows:
+        if r.get("status") == "ok":
+            by.setdefault(r["bucket"], {})[r["config"]] = r
+    names = [c for c in CONFIGS if any(c in v for v in by.values())]
+    head = "| bucket | " + " | ".join(names) + " | L2 vs max-autotune (step, compile) | L2 vs Inductor step |"
+    lines = ["step us / cold compile s; ratios > 1 = level 2 faster (step: other us / L2 us; compile: "
+             "other s / L2 s).", "", head, "|---" * (len(names) + 3) + "|"]
+    ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "–"
+    for bucket, cfgs in by.items():
+        cells = [f"{cfgs[c]['step_us']:.0f} / {cfgs[c]['compile_s']:.1f}" if c in cfgs else "–" for c in names]
+        l2, ma, ind = cfgs.get("rocm_fused_l2"), cfgs.get("inductor_ma"), cfgs.get("inductor")
+        vs_ma = (f"{ratio(ma['step_us'], l2['step_us'])}, {ratio(ma['compile_s'], l2['compile_s'])}"
+                 if l2 and ma else "–")
+        vs_ind = ratio(ind["step_us"], l2["step_us"]) if l2 and ind else "–"
+        lines.append(f"| {bucket} | " + " | ".join(cells) + f" | {vs_ma} | {vs_ind} |")
+    return lines
+
+
+def write(rows, args, header: str | None = None, quiet: bool = False) -> None:
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    keys = ["config", "bucket", "status", "compile_s", "step_us", "spread_us", "autotuned", "aten_only",
-            "gemms_seen"]
-    with open(out / "gemm_levels.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
+    stem = f"gemm_levels_{args.tag}" if args.tag else "gemm_levels"
+    header = header or versions()
+    with open(out / f"{stem}.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=KEYS)
         w.writeheader()
         for r in rows:
-            w.writerow({k: r.get(k, "") for k in keys})
+            w.writerow({**{k: r.get(k, "") for k in KEYS}, "versions": header})
     fmt = lambda v, p: "" if v is None or v == "" else f"{v:.{p}f}"
-    lines = [f"# GEMM levels ({versions()})", "",
+    lines = [f"# GEMM levels ({header})", "", *summary(rows), "",
              f"layers={args.layers if not args.tiny else 2}, pos={args.pos}, max_cache_len={args.max_cache_len}, "
              f"reps={args.reps} x rounds={args.rounds}; step = median over rounds (spread = max - min); "
              "autotuned = GEMMs Inductor benchmarked (select_algorithm_autotune); aten_only = GEMMs the "
@@ -226,8 +284,9 @@ def write(rows, args) -> None:
                      f"{fmt(r.get('step_us'), 1)} | {fmt(r.get('spread_us'), 1)} | {r.get('autotuned', '')} | "
                      f"{r.get('aten_only', '')} | {r['status']} |")
     text = "\n".join(lines) + "\n"
-    (out / "gemm_levels.md").write_text(text)
-    print(text)
+    (out / f"{stem}.md").write_text(text)
+    if not quiet:
+        print(text)
 
 
 if __name__ == "__main__":

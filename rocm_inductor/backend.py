@@ -55,7 +55,7 @@ def resolve(mode: str | None, options: dict[str, Any] | Options | None) -> tuple
         options: the user's options dict (keys of :class:`~rocm_inductor.options.Options`).
 
     Returns:
-        ``(options, config_patches)`` for ``compile_fx``.
+        ``(options, config_patches)`` for ``compile_fx``; ``options.inductor_config`` is applied last.
 
     Raises:
         ValueError: unknown mode, unknown option key or bad value.
@@ -83,6 +83,7 @@ def resolve(mode: str | None, options: dict[str, Any] | Options | None) -> tuple
         from .lowerings import gemm_config_patches
 
         patches.update(gemm_config_patches(opts))
+    patches.update(opts.inductor_config)  # the user's own Inductor patches win over the level's
     return opts, patches
 
 

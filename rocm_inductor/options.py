@@ -14,6 +14,9 @@ from typing import Any
 #: Provider names a user may force (see ``rocm_inductor.providers``).
 PROVIDER_NAMES = ("reference", "triton", "flashinfer", "amd_flashinfer", "aiter")
 
+#: Inductor config names the backend sets itself: ``inductor_config`` may not replace them.
+BACKEND_OWNED_CONFIG = ("post_grad_custom_pre_pass", "inductor_choices_class")
+
 #: Names of the rewrite passes, in the order the pass manager runs them.
 PASS_NAMES = ("rms_norm", "rope", "sigmoid_gate", "sampling")
 
@@ -32,6 +35,9 @@ class Options:
         strict: re-raise errors from our passes instead of warning and compiling the graph untouched.
         aten_gemm_max_m: largest GEMM M (tokens) kept on ATen under level 2.
         cudagraphs: force CUDA graphs on/off (``None`` = what the level or mode implies).
+        inductor_config: Inductor config patches applied last, over what the level sets, as
+            ``torch.compile(backend="inductor", options=...)`` takes them, e.g.
+            ``{"coordinate_descent_tuning": False}``; stored as sorted ``(name, value)`` pairs.
     """
 
     level: int = 1
@@ -41,6 +47,7 @@ class Options:
     strict: bool = False
     aten_gemm_max_m: int = 32
     cudagraphs: bool | None = None
+    inductor_config: tuple[tuple[str, Any], ...] = ()
 
     def provider_for(self, op: str) -> str | None:
         """The provider forced for ``op`` (str) by the options, or ``None`` to let the platform choose."""
@@ -63,6 +70,31 @@ def _check_choice(name: str, value: Any, allowed: tuple) -> None:
         raise ValueError(f"rocm_fused: option {name}={value!r} is not one of {list(allowed)}")
 
 
+def _inductor_config(patches: Any) -> tuple[tuple[str, Any], ...]:
+    """Validate ``inductor_config``: a mapping of existing Inductor config names to hashable values."""
+    if patches is None:
+        return ()
+    if not isinstance(patches, Mapping):
+        raise ValueError(f"rocm_fused: inductor_config must be a dict, got {type(patches).__name__}")
+    import torch._inductor.config as inductor_config
+
+    valid = set(inductor_config._config)  # every config name, dotted ("triton.cudagraphs") included
+    unknown = sorted(set(patches) - valid)
+    if unknown:
+        raise ValueError(f"rocm_fused: inductor_config has unknown Inductor config name(s) {unknown}")
+    owned = sorted(set(patches) & set(BACKEND_OWNED_CONFIG))
+    if owned:
+        raise ValueError(f"rocm_fused: inductor_config may not set {owned}: the backend installs its pass "
+                         "manager and GEMM override there (a pass set in torch._inductor.config is chained)")
+    for name, value in patches.items():
+        try:
+            hash(value)
+        except TypeError:
+            raise ValueError(f"rocm_fused: inductor_config[{name!r}] must be hashable, got "
+                             f"{type(value).__name__}") from None
+    return tuple(sorted(patches.items()))
+
+
 def parse_options(options: Mapping[str, Any] | Options | None) -> Options:
     """Turn the user's ``options=`` dict into :class:`Options`.
 
@@ -73,7 +105,8 @@ def parse_options(options: Mapping[str, Any] | Options | None) -> Options:
         The validated, frozen options.
 
     Raises:
-        ValueError: an unknown key (the message lists the valid ones) or an invalid value.
+        ValueError: an unknown key (the message lists the valid ones), an invalid value, or an
+            ``inductor_config`` name Inductor does not have.
         TypeError: ``options`` is neither a mapping nor ``Options``.
     """
     if options is None:
@@ -107,4 +140,5 @@ def parse_options(options: Mapping[str, Any] | Options | None) -> Options:
             raise ValueError(f"rocm_fused: {flag} must be a bool")
     if kw.get("cudagraphs") not in (None, True, False):
         raise ValueError("rocm_fused: cudagraphs must be None, True or False")
+    kw["inductor_config"] = _inductor_config(kw.get("inductor_config"))
     return Options(**kw)

@@ -70,6 +70,41 @@ def test_modes_map_onto_levels():
     assert resolve(None, {"level": 0})[1].get("post_grad_custom_pre_pass") is None
 
 
+def test_inductor_config_patches_win_over_the_level():
+    opts, patches = resolve("max-autotune", {"inductor_config": {"coordinate_descent_tuning": False,
+                                                                 "triton.cudagraphs": False}})
+    assert patches["coordinate_descent_tuning"] is False and patches["triton.cudagraphs"] is False
+    assert patches["max_autotune"] is True  # the rest of the level stays
+    assert opts.inductor_config == (("coordinate_descent_tuning", False), ("triton.cudagraphs", False))
+    hash(opts)  # still usable as a cache-key part
+    assert "coordinate_descent_tuning" not in resolve(None, None)[1]
+
+
+@pytest.mark.parametrize("bad,match", [
+    ({"coordinate_descent_tunning": False}, r"unknown Inductor config name\(s\) \['coordinate_descent_tunning'\]"),
+    ({"post_grad_custom_pre_pass": None}, "may not set"),
+    ({"max_autotune_gemm_backends": ["ATEN"]}, "must be hashable"),
+    (["coordinate_descent_tuning"], "must be a dict"),
+])
+def test_inductor_config_rejects_bad_patches(bad, match):
+    with pytest.raises(ValueError, match=match):
+        resolve(None, {"inductor_config": bad})
+
+
+def test_inductor_config_reaches_the_compile():
+    from torch._inductor import config as inductor_config
+
+    seen = {}
+
+    def user_pass(graph):  # runs inside compile_fx, under the config patches
+        seen["cdt"] = inductor_config.coordinate_descent_tuning
+
+    with inductor_config.patch(post_grad_custom_pre_pass=user_pass):
+        torch.compile(lambda x: x.sin() + 1, backend="rocm_fused",
+                      options={"inductor_config": {"coordinate_descent_tuning": True}})(torch.randn(8))
+    assert seen == {"cdt": True}
+
+
 def test_cache_key_covers_options():
     a = resolve(None, {"provider": "reference"})[1]["post_grad_custom_pre_pass"].uuid()
     b = resolve(None, {"provider": "triton"})[1]["post_grad_custom_pre_pass"].uuid()
