@@ -186,7 +186,8 @@ def main(argv=None) -> int:
         rows = []
         for path in args.merge:
             with open(path, newline="") as f:
-                rows += [_typed(r) for r in csv.DictReader(f)]
+                tag = pathlib.Path(path).stem.removeprefix("gemm_levels").lstrip("_")
+                rows += [{**_typed(r), "run": r.get("run") or tag} for r in csv.DictReader(f)]
         write(rows, args, header=_versions_of(args.merge))
         return 0
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -217,8 +218,8 @@ def main(argv=None) -> int:
     return 0
 
 
-KEYS = ["config", "bucket", "status", "compile_s", "step_us", "spread_us", "autotuned", "aten_only", "gemms_seen",
-        "versions"]
+KEYS = ["run", "config", "bucket", "status", "compile_s", "step_us", "spread_us", "autotuned", "aten_only",
+        "gemms_seen", "versions"]
 
 
 def _typed(row: dict) -> dict:
@@ -241,22 +242,27 @@ def _versions_of(paths) -> str:
 
 
 def summary(rows) -> list[str]:
-    """Per bucket: step us / compile s of each config and level 2 against the others (markdown lines)."""
-    by = {}
+    """Per bucket: step us / compile s of each config and level 2 against the others (markdown lines).
+
+    A config run more than once on a bucket shows every run (``a; b``); its ratios use the mean.
+    """
+    by: dict[str, dict[str, list[dict]]] = {}
     for r in rows:
         if r.get("status") == "ok":
-            by.setdefault(r["bucket"], {})[r["config"]] = r
+            by.setdefault(r["bucket"], {}).setdefault(r["config"], []).append(r)
     names = [c for c in CONFIGS if any(c in v for v in by.values())]
     head = "| bucket | " + " | ".join(names) + " | L2 vs max-autotune (step, compile) | L2 vs Inductor step |"
     lines = ["step us / cold compile s; ratios > 1 = level 2 faster (step: other us / L2 us; compile: "
              "other s / L2 s).", "", head, "|---" * (len(names) + 3) + "|"]
+    mean = lambda runs, k: statistics.mean(r[k] for r in runs) if runs else None
     ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "–"
     for bucket, cfgs in by.items():
-        cells = [f"{cfgs[c]['step_us']:.0f} / {cfgs[c]['compile_s']:.1f}" if c in cfgs else "–" for c in names]
-        l2, ma, ind = cfgs.get("rocm_fused_l2"), cfgs.get("inductor_ma"), cfgs.get("inductor")
-        vs_ma = (f"{ratio(ma['step_us'], l2['step_us'])}, {ratio(ma['compile_s'], l2['compile_s'])}"
-                 if l2 and ma else "–")
-        vs_ind = ratio(ind["step_us"], l2["step_us"]) if l2 and ind else "–"
+        cells = ["; ".join(f"{r['step_us']:.0f} / {r['compile_s']:.1f}" for r in cfgs[c]) if c in cfgs else "–"
+                 for c in names]
+        l2, ma, ind = cfgs.get("rocm_fused_l2", []), cfgs.get("inductor_ma", []), cfgs.get("inductor", [])
+        vs_ma = (f"{ratio(mean(ma, 'step_us'), mean(l2, 'step_us'))}, "
+                 f"{ratio(mean(ma, 'compile_s'), mean(l2, 'compile_s'))}" if l2 and ma else "–")
+        vs_ind = ratio(mean(ind, "step_us"), mean(l2, "step_us")) if l2 and ind else "–"
         lines.append(f"| {bucket} | " + " | ".join(cells) + f" | {vs_ma} | {vs_ind} |")
     return lines
 
@@ -270,17 +276,17 @@ def write(rows, args, header: str | None = None, quiet: bool = False) -> None:
         w = csv.DictWriter(f, fieldnames=KEYS)
         w.writeheader()
         for r in rows:
-            w.writerow({**{k: r.get(k, "") for k in KEYS}, "versions": header})
+            w.writerow({**{k: r.get(k, "") for k in KEYS}, "versions": header, "run": r.get("run") or args.tag})
     fmt = lambda v, p: "" if v is None or v == "" else f"{v:.{p}f}"
     lines = [f"# GEMM levels ({header})", "", *summary(rows), "",
              f"layers={args.layers if not args.tiny else 2}, pos={args.pos}, max_cache_len={args.max_cache_len}, "
              f"reps={args.reps} x rounds={args.rounds}; step = median over rounds (spread = max - min); "
              "autotuned = GEMMs Inductor benchmarked (select_algorithm_autotune); aten_only = GEMMs the "
              "level-2 override kept on ATen.", "",
-             "| bucket | config | compile s | step us | spread us | autotuned | aten_only | status |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| run | bucket | config | compile s | step us | spread us | autotuned | aten_only | status |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['bucket']} | {r['config']} | {fmt(r.get('compile_s'), 1)} | "
+        lines.append(f"| {r.get('run') or args.tag} | {r['bucket']} | {r['config']} | {fmt(r.get('compile_s'), 1)} | "
                      f"{fmt(r.get('step_us'), 1)} | {fmt(r.get('spread_us'), 1)} | {r.get('autotuned', '')} | "
                      f"{r.get('aten_only', '')} | {r['status']} |")
     text = "\n".join(lines) + "\n"
