@@ -2,8 +2,9 @@
 
 Under max-autotune Inductor benchmarks Triton GEMM templates for every GEMM shape. For a decode bucket of a
 few tokens (M = batch * new tokens <= 32) the vendor BLAS (hipBLASLt on ROCm, cuBLAS on NVIDIA) is rarely
-beaten, and tuning costs about a minute per bucket (H200, torch 2.11: Llama-3.2-1B B=1 compiled in 80 s
-under max-autotune vs 19 s without; /work/shared/DEVICE.md). So under level 2 this override keeps only the
+beaten, and tuning costs about a minute per bucket (H200, torch 2.11, Llama-3.2-1B shape: decode buckets
+M = 2-32 compiled in 73-85 s under max-autotune vs 25-34 s with this override, and the override's steps were
+1.02-1.13x faster; ``benchmarks/RESULTS.md``). So under level 2 this override keeps only the
 ATen choice of ``mm`` / ``addmm`` / ``bmm`` / ``baddbmm`` whose M is small, and nothing is autotuned for
 them; larger M (prefill) keeps every choice and is tuned as before.
 
@@ -36,7 +37,10 @@ Where Inductor bypasses the hook (documented, not hidden):
 
 - M == 1 (and N == 1) with ``coordinate_descent_tuning`` (on under max-autotune, so under level 2) on a
   GPU: Inductor's ``mm``/``bmm`` decompositions turn the GEMM into mul + sum before lowering; it becomes a
-  Triton reduction (coordinate-descent tuned), never reaches the hook and never runs on ATen.
+  Triton reduction (coordinate-descent tuned), never reaches the hook and never runs on ATen. We leave it so:
+  on the H200 that reduction beat cuBLAS's GEMV (Llama-3.2-1B shape, M=1 step 1241-1302 us vs 1592 us with
+  ``options={"inductor_config": {"coordinate_descent_tuning": False}}``, which sends M=1 to the hook and
+  cuBLAS; ``benchmarks/RESULTS.md``).
 - K == 1: ``mm``/``addmm`` decompose into a pointwise outer product (no GEMM at all); a bmm with
   ``[B, M, 1] x [B, 1, N]`` likewise.
 - CUTLASS, CK / CK-tile, C++ (CPU) GEMM templates and ``config.external_matmul`` choices are appended by

@@ -200,9 +200,9 @@ def _check(op: str, offset: float, residual: bool):
         min_h = NORM_MIN_HIDDEN.get(PlatformDispatch.platform().kind, 0)
         h = x.shape[-1]
         if ctx.options.provider_for(op) is None and isinstance(h, int) and h < min_h:
-            return miss(f"normalised size {h} < {min_h} (a per-head q/k norm): Inductor fuses it with the "
-                        "transpose/RoPE that follow, which the extern op would split (policy.NORM_MIN_HIDDEN, "
-                        "measured 0.93x on Qwen3 decode); left to Inductor, force a provider to rewrite it")
+            return miss(f"normalised size {h} < policy.NORM_MIN_HIDDEN={min_h}: norms this small (per-head q/k "
+                        "norms) are left to Inductor, which fuses them with the ops around them (rewriting "
+                        "Qwen3's q/k norms measured 0.93x on decode); force a provider to rewrite it")
         spec = norm_spec(x, w, offset, residual)
         choice = ctx.choose(op, spec)
         if choice.provider is None:
