@@ -38,14 +38,17 @@ import sys
 import tempfile
 import time
 
-os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton_gemm_levels_"))
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inductor_gemm_levels_"))
-
-import torch  # noqa: E402
+import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import hf_models  # noqa: E402  (benchmarks/hf_models.py: the model and step, shared with decode.py)
 from timing import time_call  # noqa: E402  (benchmarks/timing.py)
+
+
+def _private_caches() -> None:
+    """Triton's and Inductor's caches in temp dirs of this run (both read their env var when used)."""
+    os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton_gemm_levels_"))
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inductor_gemm_levels_"))
 
 CONFIGS = ("inductor", "rocm_fused_l1", "rocm_fused_l2", "rocm_fused_l2_nocdt", "inductor_ma")
 
@@ -193,6 +196,7 @@ def main(argv=None) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA/ROCm device; use --device cpu --tiny for a smoke test", file=sys.stderr)
         return 1
+    _private_caches()
     start = time.perf_counter()
     model, cfg, dtype = build_model(args)
     rows = []
