@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import re
 import typing
 from collections import Counter
@@ -300,15 +301,23 @@ def emit(rep: GraphReport) -> None:
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
 
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
 def location_of(node: torch.fx.Node | None) -> str:
-    """``file.py:line`` of the innermost user frame in ``node.meta["stack_trace"]``, or ``""``."""
+    """``file.py:line`` of the innermost frame outside torch in ``node.meta["stack_trace"]``, or ``""``.
+
+    Frames inside the torch package (``torch.nn.RMSNorm`` -> ``functional.py``) are skipped, so the line is the
+    model's (a transformers modeling file counts as the model's); torch's own line only if nothing else is there.
+    """
     if node is None:
         return ""
     trace = node.meta.get("stack_trace") or ""
     frames = _FRAME.findall(trace)
     if not frames:
         return ""
-    path, line = frames[-1]
+    outside = [f for f in frames if not os.path.abspath(f[0]).startswith(_TORCH_DIR)]
+    path, line = (outside or frames)[-1]
     return f"{path.rsplit('/', 1)[-1]}:{line}"
 
 

@@ -225,3 +225,20 @@ def test_cli_table_json_and_torch_logs():
     info = [ln for ln in l_err.splitlines() if ln.startswith("I") and "rocm_fused graph 0" in ln]
     debug = [ln for ln in l_err.splitlines() if ln.startswith("V") and "match rms_norm rms_norm" in ln]
     assert len(info) == 1 and len(debug) == 2, l_err[-3000:]
+
+
+def test_location_is_the_models_line_not_torchs():
+    """``torch.nn.RMSNorm`` runs its math in torch/nn/functional.py: the report names the model's line."""
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.RMSNorm(16, eps=1e-6)
+
+        def forward(self, x):
+            return self.norm(x)  # the line the report must name
+
+    m, x = M().eval(), torch.randn(2, 16)
+    rep = explain(m, x, options={"provider": "reference"})
+    (match,) = rep.matches
+    assert match.location.startswith("test_inspection.py:"), match.location
