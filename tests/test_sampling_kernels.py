@@ -144,8 +144,9 @@ def test_ban_min_p_probs_and_per_row(provider):
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_per_row_min_p_out_of_range(provider):
-    """A per-row min_p (op call; the pass never passes one) above 1 keeps the top token as HF's
-    ``MinPLogitsWarper`` does; NaN removes nothing (``probs < nan`` is false). Triton drew token 0 for both."""
+    """A per-row min_p (the pass passes dynamic=True's lifted one, whose value it can't check) above 1 keeps
+    the top token as HF's ``MinPLogitsWarper`` does; NaN removes nothing (``probs < nan`` is false). Triton
+    drew token 0 for both."""
     x = torch.tensor([[0.0, 2.0, 1.0, -1.0]]).repeat(300, 1)
     seed_t = torch.tensor([5], dtype=torch.int64)
     for mp, want in ((1.5, {1}), (float("nan"), {0, 1, 2, 3})):

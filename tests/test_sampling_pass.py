@@ -212,14 +212,33 @@ def test_float64_per_row_top_p_is_a_near_miss(calls):
     assert calls[0]["top_p"] is None and calls[0]["p"] == 1.0
 
 
-def test_per_row_min_p_tensor_is_a_near_miss(calls):
+def per_row_min_p_sampler(scatter: bool = True):
+    """T = 0.7 then HF min-p with a per-row (B, 1) min_p tensor (``scatter=False``: without HF's
+    keep-the-top-token step), then multinomial."""
+
     def fn(logits, mps):
-        s = sp.hf_min_p(logits.float() / 0.7, mps[:, None])
+        s = logits.float() / 0.7
+        if scatter:
+            s = sp.hf_min_p(s, mps[:, None])
+        else:
+            probs = torch.softmax(s, -1)
+            s = s.masked_fill(probs < mps[:, None] * probs.amax(-1, keepdim=True), -float("inf"))
         return torch.multinomial(torch.softmax(s, -1), 1)
 
-    out, seen = compile_run(fn, LOGITS[:, 0], torch.tensor([0.1, 0.2, 0.3]))
+    return fn
+
+
+@pytest.mark.parametrize("dtype,scatter,reason", [
+    (torch.float64, True, "comparing torch.float32 probabilities against a torch.float64 threshold"),
+    (torch.float32, False, "without HF's keep-the-top-token scatter"),
+], ids=["float64", "no_scatter"])
+def test_per_row_min_p_tensor_near_misses(dtype, scatter, reason, calls):
+    """A tensor min_p the kernels can't follow for every value: a float64 one (HF compares in float64) or
+    one without the scatter (min_p > 1 would remove every token): its mask reaches the op as a ban."""
+    out, seen = compile_run(per_row_min_p_sampler(scatter), LOGITS[:, 0], torch.tensor([0.1, 0.2, 0.3], dtype=dtype))
     misses = seen[-1].report.near_misses
-    assert seen[-1].after[SAMPLE] == 1 and len(misses) == 1 and "per-row min_p" in misses[0].reason
+    assert seen[-1].after[SAMPLE] == 1 and seen[-1].after["aten.amax.default"] >= 1
+    assert len(misses) == 1 and reason in misses[0].reason, misses
     assert calls[0]["mp"] == 0.0 and calls[0]["min_p"] is None and calls[0]["ban"] is not None
 
 
@@ -246,6 +265,23 @@ def test_per_row_top_p_distribution(provider):
     assert seen[-1].after[SAMPLE] == 1
     for half, p in enumerate((0.6, 0.95)):
         _chi2_ok(tok[half * (N_DRAWS // 2):(half + 1) * (N_DRAWS // 2)], exact_distribution(ROW, 0.8, 8, p))
+
+
+@pytest.mark.parametrize("provider", ["reference", "triton"])
+def test_per_row_min_p_tensor_is_fused(provider, calls):
+    """A float32 per-row (B, 1) min_p tensor reaches the op's min_p input (no ban, nothing left in Inductor);
+    each half of the batch (own min_p) matches its exact distribution."""
+    x = ROW.expand(N_DRAWS, 12).contiguous()
+    mps = torch.tensor([0.05, 0.25]).repeat_interleave(N_DRAWS // 2)
+    tok, seen = compile_run(per_row_min_p_sampler(), x, mps, options={"provider": provider})
+    after = seen[-1].after
+    assert after[SAMPLE] == 1 and not seen[-1].report.near_misses
+    for op in ("aten.amax.default", "aten.topk.default", "aten.scatter.value", "aten.multinomial.default"):
+        assert after[op] == 0, (op, dict(after))
+    if provider == "reference":
+        assert calls[0]["ban"] is None and calls[0]["mp"] == 0.0 and torch.equal(calls[0]["min_p"], mps[:, None])
+    for half, mp in enumerate((0.05, 0.25)):
+        _chi2_ok(tok[half * (N_DRAWS // 2):(half + 1) * (N_DRAWS // 2)], exact_distribution(ROW, 0.7, 0, 1.0, mp))
 
 
 @pytest.mark.parametrize("provider", ["reference", "triton"])
@@ -383,12 +419,62 @@ def test_dynamic_lifted_edge_values(kw, allowed, provider):
         assert drawn == allowed
 
 
-def test_dynamic_min_p_is_a_near_miss_and_stays_exact():
-    """Limitation: dynamic=True lifts min_p into a 0-d tensor, which the pass does not fuse; the min-p mask
-    becomes the op's ban and the top-k/top-p above it stay in Inductor (exact, reported)."""
-    x = ROW.expand(500, 12).contiguous()
-    out, seen = compile_run(sp.hf_sampler(0.9, 8, 0.8, min_p=0.1, last_position=False), x, dynamic=True)
-    after, misses = seen[-1].after, seen[-1].report.near_misses
-    assert after[SAMPLE] == 1 and after["aten.multinomial.default"] == 0 and after["aten.sort.default"] == 1
-    assert len(misses) == 1 and "min_p is a tensor" in misses[0].reason
-    assert set(out.tolist()) <= set((exact_distribution(ROW, 0.9, 8, 0.8, min_p=0.1) > 0).nonzero().flatten().tolist())
+def _f32(v: float) -> float:
+    return float(torch.tensor(v, dtype=torch.float32))
+
+
+@pytest.mark.parametrize("provider", ["reference", "triton"])
+def test_dynamic_min_p_is_fused(provider, calls):
+    """dynamic=True lifts HF's float min_p into a 0-d float64 input (canonicalize casts it to float32, as the
+    float32 comparison rounds it): T, top-k, top-p and min-p become one op that reads min_p at run time, and
+    its draws match HF's exact distribution (min_p = 0.25 drops a token top-k and top-p keep)."""
+    n = N_DRAWS if provider == "triton" else 4000
+    x = ROW.expand(n, 12).contiguous()
+    out, seen = compile_run(sp.hf_sampler(0.9, 8, 0.8, min_p=0.25, last_position=False), x, dynamic=True,
+                            options={"provider": provider})
+    before, after = seen[-1].before, seen[-1].after
+    assert before["aten.sort.default"] == before["aten.cumsum.default"] == 1 and before["aten.topk.default"] == 2
+    assert after[SAMPLE] == 1 and not seen[-1].report.near_misses
+    for op in ("aten.sort.default", "aten.cumsum.default", "aten.topk.default", "aten.amax.default",
+               "aten.scatter.value", "aten.multinomial.default"):
+        assert after[op] == 0, (op, dict(after))
+    if provider == "reference":
+        mp = calls[0]["min_p"]
+        assert mp.shape == () and mp.dtype == torch.float32 and float(mp) == _f32(0.25)
+        assert calls[0]["mp"] == 0.0 and calls[0]["ban"] is None
+    exact = exact_distribution(ROW, 0.9, 8, 0.8, min_p=0.25)
+    assert (exact > 0).sum() < (exact_distribution(ROW, 0.9, 8, 0.8) > 0).sum()
+    _chi2_ok(out, exact)
+
+
+@pytest.mark.parametrize("provider", ["reference", "triton"])
+def test_dynamic_min_p_new_values_and_batches(provider, calls):
+    """One dynamic=True graph serves new min_p values without a recompile (read at run time) and new batch
+    sizes (B = 1 gets its own graph, 0/1 specialisation); every graph is fused. min_p = 1.5 (outside HF's
+    range, which only the warper's constructor checks) keeps the top token, as HF's scatter does."""
+    holder = type("Warper", (), {})()
+
+    def fn(logits):
+        return sp.hf_sampler(0.9, 8, 0.8, min_p=holder.min_p, last_position=False)(logits)
+
+    runs = [(5, 0.25), (3, 0.05), (1, 0.25), (7, 1.5)]  # (batch, min_p)
+    outs, per_call = [], []
+    torch._dynamo.reset()
+    with capture() as seen, torch.no_grad():
+        cf = torch.compile(fn, backend="rocm_fused", options={"provider": provider, "strict": True}, dynamic=True)
+        for b, mp in runs:
+            holder.min_p = mp
+            n0 = len(seen)
+            outs.append(cf(ROW.expand(b, 12).contiguous()))
+            per_call.append(seen[n0:])
+    assert [len(c) for c in per_call] == [1, 0, 1, 0]
+    for g in per_call[0] + per_call[2]:
+        assert g.after[SAMPLE] == 1 and g.after["aten.sort.default"] == 0 and not g.report.near_misses
+    for (b, mp), out in zip(runs, outs):
+        support = set((exact_distribution(ROW, 0.9, 8, 0.8, min_p=mp) > 0).nonzero().flatten().tolist())
+        assert out.shape == (b,) and set(out.tolist()) <= support, (mp, out)
+    assert set(outs[3].tolist()) == {int(ROW.argmax())}
+    if provider == "reference":
+        assert [c["shape"][0] for c in calls] == [b for b, _ in runs]
+        assert [float(c["min_p"]) for c in calls] == [_f32(mp) for _, mp in runs]
+

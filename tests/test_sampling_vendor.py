@@ -44,6 +44,8 @@ def test_flashinfer_signature_decides_capture_safety(seeded, monkeypatch):
     assert (reason is None) == seeded
     assert prov.check("sample", {**spec, "cudagraphs": False}) is None
     assert "top-p first" in prov.check("sample", {**spec, "top_k_first": False})
+    # a lifted (dynamic=True) or per-row min_p tensor: refused at compile time, the dispatch falls back
+    assert "min-p" in prov.check("sample", {**spec, "has_min_p": True, "per_row": frozenset({"min_p"})})
     x = torch.randn(4, 10)
     x[1] = -float("inf")
     x[2, 3] = float("inf")
@@ -66,6 +68,8 @@ def test_aiter_never_under_capture(monkeypatch):
                        has_ban=False, greedy=False, cudagraphs=True)
     assert "never under graph capture" in prov.check("sample", spec)
     assert prov.check("sample", {**spec, "cudagraphs": False}) is None
+    assert "min-p" in prov.check("sample", {**spec, "cudagraphs": False, "has_min_p": True,
+                                            "per_row": frozenset({"min_p"})})
     x = torch.tensor([[0.0, 5.0, 1.0, 0.0, 0.0], [float("nan")] * 5])
     out = torch.ops.rocm_fused.sample(x, torch.tensor([1]), None, 1.0, None, 2, None, 0.9, None, 0.0, None,
                                       False, True, True, "aiter")

@@ -7,31 +7,31 @@ Covers (post-grad ATen graph, after ``canonicalize``), walking *up* from the ran
   ``-log(inductor_random(...))``: ``mul(where(ge(u, 1 - eps/2), -eps/2, log(u)), -1)``), where ``probs`` is
   ``softmax(s)`` (the decomposed ``exp(s - amax) / sum``, possibly wrapped in float casts); a bare
   ``multinomial(p, 1)`` of other probabilities becomes ``is_probs=True`` with no filters;
-- then the filters on ``s``, nearest first, each recognised as a whole:
-  HF min-p (``MinPLogitsWarper``, min_tokens_to_keep = 1, 0 <= min_p <= 1 a Python float:
-  ``where(scatter(probs < min_p * amax(probs), -1, topk(probs, 1)[1], False), -inf, s)``, probs = softmax(s);
-  the scatter is optional), only below any top-p (HF applies it last; it commutes with top-k, so it may sit
-  above a top-k); HF top-p (``TopPLogitsWarper``, min_tokens_to_keep = 1: ascending sort, softmax, cumsum
-  ``<= 1 - p``, last entry kept, scatter back, ``where(mask, -inf, s)``) with p a Python float or a per-row
-  float32 tensor (the threshold spelled ``1 - top_p``, top_p of shape (B, 1) / (1, 1) / (1,) / ()); top-k
-  (``where(s < topk(s, k)[0][..., -1:], -inf, s)``, HF and gpt-fast), top-k and top-p in either order; then
-  temperature ``s / T`` (T a positive Python float, or a tensor of shape (B, 1) / (1,) / ()); then at most
-  one ban ``where(mask, -inf, s)`` with any bool mask broadcastable per row (HF's min-new-tokens EOS mask, or
-  a min-p mask the op can't apply itself; the mask stays an Inductor-computed input, which is exact).
+- then the filters on ``s``, nearest first, each recognised as a whole: HF min-p (``MinPLogitsWarper``,
+  min_tokens_to_keep = 1: ``where(scatter(probs < min_p * amax(probs), -1, topk(probs, 1)[1], False), -inf, s)``,
+  probs = softmax(s); min_p a Python float in [0, 1] (the scatter optional) or a float tensor of shape (B, 1) /
+  (1, 1) / (1,) / () compared in float32 (``dynamic=True``'s lifted 0-d min_p; the scatter required), only below
+  any top-p (HF applies it last; it commutes with top-k, so it may sit above a top-k); HF top-p
+  (``TopPLogitsWarper``, min_tokens_to_keep = 1: ascending sort, softmax, cumsum ``<= 1 - p``, last entry kept,
+  scatter back, ``where(mask, -inf, s)``) with p a Python float or a per-row float32 tensor (the threshold spelled
+  ``1 - top_p``, top_p of shape (B, 1) / (1, 1) / (1,) / ()); top-k (``where(s < topk(s, k)[0][..., -1:], -inf,
+  s)``, HF and gpt-fast), top-k and top-p in either order; then temperature ``s / T`` (T a positive Python float,
+  or a tensor of shape (B, 1) / (1,) / ()); then at most one ban ``where(mask, -inf, s)`` with any bool mask
+  broadcastable per row (HF's min-new-tokens EOS mask, or a min-p mask the op can't apply itself; the mask stays
+  an Inductor-computed input, which is exact).
 
 Parameters come from the graph (k from ``topk``, p = 1 - the ``le`` threshold or the ``top_p`` tensor under
 ``1 - top_p``, min_p from the ``mul``, T from the ``div``).
-Deliberately left alone: greedy ``argmax(logits)`` (nothing random: Inductor's kernel is right);
-``multinomial`` with more than one sample; filters we cannot prove equal (top-p with
-``min_tokens_to_keep > 1``, a top-p tensor threshold not spelled ``1 - top_p`` or not float32 (so also
-``dynamic=True``, where Dynamo passes a Python float top_p/min_p in as a float64 0-d tensor), min-p with
-``min_tokens_to_keep > 1`` or a per-row min_p tensor or applied before a top-p / temperature, a temperature
-after a filter): the walk stops there (a min-p mask instead becomes the ban, above which only a temperature
-is absorbed) and everything above stays in Inductor; each is reported as a near-miss, as is a sort + cumsum
-left above the rewritten draw. Per-row top-k (a tensor k, which ``topk`` can't take) is not recognised.
-The replacement draws its seed in the graph
-(``aten.randint``, a fallback that uses torch's device generator, which CUDA/HIP graphs advance on each
-replay).
+Deliberately left alone: greedy ``argmax(logits)`` (nothing random: Inductor's kernel is right); ``multinomial``
+with more than one sample; filters we cannot prove equal (top-p with ``min_tokens_to_keep > 1``, a top-p tensor
+threshold not spelled ``1 - top_p`` or a per-row top_p not float32 (``dynamic=True``'s 0-d float64 top_p is
+taken), min-p with ``min_tokens_to_keep > 1``, with a float min_p outside [0, 1], with a tensor min_p but no
+scatter or compared in another dtype than float32, or applied before a top-p / temperature, a temperature after a
+filter): the walk stops there (a min-p mask instead becomes the ban, above which only a temperature is absorbed)
+and everything above stays in Inductor; each is reported as a near-miss, as is a sort + cumsum left above the
+rewritten draw. Per-row top-k (a tensor k, which ``topk`` can't take) is not recognised. The replacement draws its
+seed in the graph (``aten.randint``, a fallback that uses torch's device generator, which CUDA/HIP graphs advance
+on each replay).
 
     s ─► [/T] ─► [top-k] ─► [top-p] ─► [min-p] ─► softmax ─► multinomial
   becomes
@@ -147,7 +147,7 @@ class Chain:
     temperature: float | Node = 1.0
     top_k: int | Node = 0
     top_p: float | Node = 1.0  # a float, or a per-row tensor node (numel 1 or B)
-    min_p: float = 0.0
+    min_p: float | Node = 0.0  # a float, or a per-row float tensor node (numel 1 or B)
     ban: Node | None = None
     order: list[str] = dataclasses.field(default_factory=list)  # filters, nearest the draw first
     stopped_at: str = ""  # why the upward walk stopped (for near-miss reports)
@@ -363,20 +363,27 @@ def _topk1_indices(idx: Any, probs: Node) -> int | None:
     return k
 
 
-def _min_p(s: Node) -> tuple[Node, float] | str | None:
+def _min_p(s: Node, b: Any = None) -> tuple[Node, float | Node] | str | None:
     """HF ``MinPLogitsWarper`` -> (s0, min_p); a reason string for a near variant; None if not min-p at all.
 
     Graph form (transformers 5.x, after canonicalize): ``probs = softmax(s0)``;
     ``remove = lt(probs, mul(amax(probs, [-1], True), min_p))``; with min_tokens_to_keep = 1
-    ``remove = scatter.value(remove, -1, topk(probs, 1)[1], False)`` (optional: for 0 <= min_p <= 1 the top
-    token is never removed anyway); ``where(remove, -inf, s0)``. The kept set is then exactly
-    ``probs >= min_p * max(probs)``, the op's min-p.
+    ``remove = scatter.value(remove, -1, topk(probs, 1)[1], False)`` (optional for a Python float
+    0 <= min_p <= 1: the top token is never removed anyway); ``where(remove, -inf, s0)``. The kept set is
+    then exactly ``probs >= min_p * max(probs)``, the op's min-p.
+
+    ``min_p`` is a float, or a tensor node: ``dynamic=True``'s lifted float (a 0-d float64 input, which
+    canonicalize casts to float32) or a per-row tensor of shape (B, 1), (1, 1), (1,) or (). A tensor's
+    value is unknown at compile time, so it is fused only where the op follows eager for *any* value: the
+    scatter is present (for min_p > 1 HF keeps the one top token ``topk`` picks; the reference does too,
+    Triton keeps every tied maximum: the same token unless the maximum is tied; NaN or min_p <= 0 removes
+    nothing in all three) and probabilities and threshold are float32 (the kernels compare in float32).
     """
     m = _masked(s)
     if m is None:
         return None
     mask, s0 = m
-    keep_k = 1
+    keep_k, scattered = 1, False
     if _is(mask, aten.scatter.value):
         lt, dim, idx, val = mask.args[:4]
         if not (_is(lt, aten.lt.Tensor) and _last_dim(lt, dim) and val in (False, 0)):
@@ -385,7 +392,7 @@ def _min_p(s: Node) -> tuple[Node, float] | str | None:
         k = _topk1_indices(idx, probs)
         if k is None:
             return None
-        keep_k = k
+        keep_k, scattered = k, True
     elif _is(mask, aten.lt.Tensor):
         lt = mask
     else:
@@ -396,15 +403,29 @@ def _min_p(s: Node) -> tuple[Node, float] | str | None:
     if not _is(thr, aten.mul.Tensor):
         return None
     a, c = thr.args
-    if not _is(a, aten.amax.default):
+    if not _is(_strip_converts(a), aten.amax.default):
         a, c = c, a
+    cast = _strip_converts(a) is not a  # a float64 min_p tensor promotes the max (reported below)
+    a = _strip_converts(a)
     if not (_is(a, aten.amax.default) and a.args[0] is probs and _last_dim(probs, a.args[1])
-            and len(a.args) > 2 and a.args[2]):
+            and len(a.args) > 2 and a.args[2]) or (cast and not isinstance(c, Node)):
         return None
     if keep_k != 1:
         return f"min-p with min_tokens_to_keep = {keep_k} (only 1 is fused)"
+    if isinstance(c, Node):
+        if not _row_param(c, s0, b):
+            return ("min-p whose min_p is neither a number nor a float tensor of shape (B, 1), (1, 1), (1,) "
+                    "or () is not fused")
+        if not scattered:
+            return ("min-p with a tensor min_p but without HF's keep-the-top-token scatter is not fused (a "
+                    "min_p > 1 would remove every token)")
+        dts = (getattr(_val(probs), "dtype", None), getattr(_val(thr), "dtype", None))
+        if dts != (torch.float32, torch.float32):
+            return (f"min-p with a tensor min_p comparing {dts[0]} probabilities against a {dts[1]} threshold "
+                    "(the kernels compare in float32) is not fused")
+        return s0, c
     if isinstance(c, bool) or not isinstance(c, (int, float)):
-        return "min-p whose min_p is a tensor (per-row min_p) is not fused"
+        return "min-p whose min_p is neither a number nor a float tensor is not fused"
     if not 0.0 <= float(c) <= 1.0:
         return f"min-p with min_p = {c} outside HF's [0, 1] is not fused"
     return s0, float(c)
@@ -459,7 +480,7 @@ def recognise(chain: Chain) -> Chain:
     pre = False  # after temperature/ban only temperature/ban may follow upstream
     t_seen = False
     while True:
-        mp = _min_p(s)
+        mp = _min_p(s, b)
         if not pre:
             if mp is not None and not isinstance(mp, str) and not {"min_p", "top_p"} & set(chain.order):
                 # HF applies min-p last (after temperature, top-k, top-p); so does the op. Min-p and top-k
@@ -523,7 +544,9 @@ def _replace(graph: Graph, c: Chain, provider: str) -> Node:
         k_node = insert_call(graph, c.anchor, aten.scalar_tensor.default, (c.top_k,),
                              {"dtype": torch.int64, "device": sv.device}, like=c.anchor)
     k_val = 0 if k_node is not None else int(c.top_k)
-    args = (c.scores, seed, t_node, t_val, k_node, k_val, p_node, p_val, None, float(c.min_p), c.ban,
+    mp_node = c.min_p if isinstance(c.min_p, Node) else None
+    mp_val = 0.0 if mp_node is not None else float(c.min_p)
+    args = (c.scores, seed, t_node, t_val, k_node, k_val, p_node, p_val, mp_node, mp_val, c.ban,
             c.is_probs, c.top_k_first, c.keepdim, provider)
     return insert_call(graph, c.anchor, torch.ops.rocm_fused.sample.default, args, like=c.anchor)
 
@@ -563,9 +586,10 @@ class SamplingPass:
                 continue
             c = recognise(c)
             rows = {name for name, val in (("temperature", c.temperature), ("top_k", c.top_k),
-                                           ("top_p", c.top_p)) if isinstance(val, Node)}
+                                           ("top_p", c.top_p), ("min_p", c.min_p)) if isinstance(val, Node)}
+            has_min_p = "min_p" in rows or c.min_p > 0.0
             spec = sample_spec(_val(c.scores), is_probs=c.is_probs, top_k_first=c.top_k_first,
-                               per_row=rows, has_min_p=c.min_p > 0.0, has_ban=c.ban is not None,
+                               per_row=rows, has_min_p=has_min_p, has_ban=c.ban is not None,
                                greedy=False, cudagraphs=_cudagraphs())
             choice = ctx.choose("sample", spec)
             if choice.provider is None:
