@@ -99,7 +99,8 @@ def parse_options(options: Mapping[str, Any] | Options | None) -> Options:
     """Turn the user's ``options=`` dict into :class:`Options`.
 
     Args:
-        options: ``None``, an :class:`Options`, or a mapping whose keys are :class:`Options` fields.
+        options: ``None``, an :class:`Options` (validated like a mapping), or a mapping whose keys are
+            :class:`Options` fields.
 
     Returns:
         The validated, frozen options.
@@ -111,8 +112,10 @@ def parse_options(options: Mapping[str, Any] | Options | None) -> Options:
     """
     if options is None:
         return Options()
-    if isinstance(options, Options):
-        return options
+    if isinstance(options, Options):  # built by hand, so validated like a dict (its pairs back to dicts)
+        options = {f: getattr(options, f) for f in _FIELDS}
+        for name in ("providers", "passes", "inductor_config"):
+            options[name] = dict(options[name] or ())
     if not isinstance(options, Mapping):
         raise TypeError(f"rocm_fused: options must be a dict, got {type(options).__name__}")
     unknown = sorted(set(options) - set(_FIELDS))

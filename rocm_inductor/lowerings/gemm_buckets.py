@@ -29,9 +29,11 @@ resolves ``config.inductor_choices_class`` only once per thread, so that config 
 compiles). A handler already in place (a user's ``InductorChoices`` subclass, the lookup table) is kept: our
 class is mixed into its class. FX graph cache key: where ``config.inductor_choices_class`` enters the key
 (torch >= 2.12, ``_cache_config_factory_keys``), :func:`config_patches` sets it to a factory whose
-``uuid()`` hashes this file and ``aten_gemm_max_m``; on older torch (2.11) the key carries the override
-through the pass manager's ``uuid()`` (options incl. ``level``/``aten_gemm_max_m`` and every package source);
-when our rewrites are dropped after a failure, :class:`GemmKeyPass` takes the pass manager's place.
+``uuid()`` hashes this file and ``aten_gemm_max_m`` (the handlers it makes are inert: a thread without a
+handler, e.g. the autograd engine's compiling a backward, makes its default handler from that factory); on
+older torch (2.11) the key carries the override through the pass manager's ``uuid()`` (options incl.
+``level``/``aten_gemm_max_m`` and every package source); when our rewrites are dropped after a failure,
+:class:`GemmKeyPass` takes the pass manager's place.
 
 Where Inductor bypasses the hook (documented, not hidden):
 
@@ -211,13 +213,27 @@ def _aten_allowed() -> bool:
 
 
 def _gemm_key(op_name: str, kernel_inputs: Any) -> tuple:
-    """Identify one GEMM across the several ``get_template_configs`` calls Inductor makes for it (addmm)."""
+    """Identify one GEMM across the several ``get_template_configs`` calls Inductor makes for it (addmm).
+
+    The key is the FX node being lowered (in the graph being lowered) plus the operands' buffer names: the
+    names alone do not tell GEMMs apart when their operands are views of one buffer (a chunked QKV weight,
+    row slices of one activation) or when one product gets two biases (two ``addmm``).
+    """
     try:
         mats = kernel_inputs.mat1mat2() if hasattr(kernel_inputs, "mat1mat2") else kernel_inputs.nodes()[-2:]
         names = tuple(n.get_name() for n in mats)
     except Exception:
         names = (id(kernel_inputs),)
-    return (_op_family(op_name), names)
+    try:
+        from torch._inductor.virtualized import V
+
+        graph = V.graph
+        node = getattr(graph, "current_node", None)
+    except Exception:  # no graph being lowered (unit tests of the hook)
+        graph = node = None
+    # the graph object itself (not its id): held by the key, so no later graph can reuse its id
+    where = (graph, node) if node is not None else ()
+    return (_op_family(op_name), *where, names)
 
 
 class _GemmBucketMixin:
@@ -225,10 +241,13 @@ class _GemmBucketMixin:
 
     aten_gemm_max_m: int = 32
     _base_uuid: str | None = None
+    _gemm_active: bool = True
 
-    def _gemm_init(self, max_m: int, base_uuid: str | None = None) -> None:
+    def _gemm_init(self, max_m: int, base_uuid: str | None = None, active: bool = True) -> None:
         self.aten_gemm_max_m = max_m
         self._base_uuid = base_uuid
+        #: False: only carries the cache key (see :func:`_factory`); the hook changes nothing
+        self._gemm_active = active
         #: one record per GEMM, in lowering order
         self.gemm_records: dict[tuple, report_mod.GemmChoice] = {}
 
@@ -241,7 +260,8 @@ class _GemmBucketMixin:
         """Inductor's hook (signature of torch 2.11 and 2.13): the choices, ATen only for small M."""
         choices = super()._finalize_template_configs(  # type: ignore[misc]
             template_choices, kernel_inputs, templates, op_name, kwarg_overrides)
-        if _op_family(op_name) not in GEMM_OPS or not hasattr(kernel_inputs, "mnk_symbolic"):
+        if (not self._gemm_active or _op_family(op_name) not in GEMM_OPS
+                or not hasattr(kernel_inputs, "mnk_symbolic")):
             return choices
         m = kernel_inputs.mnk_symbolic()[0]
         d = decide(op_name, m, self.aten_gemm_max_m, _var_ranges(), _aten_allowed())
@@ -271,39 +291,42 @@ class GemmBucketChoices(_GemmBucketMixin, InductorChoices):
 
     Args:
         aten_gemm_max_m: largest M kept on ATen (int >= 0; 0 = off).
+        active: False = only a carrier of the cache key (``uuid()``), the hook changes nothing.
     """
 
-    def __init__(self, aten_gemm_max_m: int = 32) -> None:
+    def __init__(self, aten_gemm_max_m: int = 32, active: bool = True) -> None:
         super().__init__()
-        self._gemm_init(aten_gemm_max_m)
+        self._gemm_init(aten_gemm_max_m, active=active)
 
 
-def make_choices(max_m: int, base: InductorChoices | None = None) -> InductorChoices:
+def make_choices(max_m: int, base: InductorChoices | None = None, active: bool = True) -> InductorChoices:
     """The override on top of ``base`` (the handler in place), keeping ``base``'s other heuristics.
 
     Args:
         max_m: ``aten_gemm_max_m``.
         base: the current ``InductorChoices`` (None or the plain class -> :class:`GemmBucketChoices`).
+        active: False makes a handler that only carries the override's cache key (``uuid()``) and
+            otherwise behaves as ``base``.
 
     Returns:
         An ``InductorChoices`` instance with a ``uuid()`` and ``gemm_records``.
     """
     if base is None or not isinstance(base, InductorChoices):
-        return GemmBucketChoices(max_m)
+        return GemmBucketChoices(max_m, active)
     # a handler that is already ours (nested level-2 compile): re-base on the class it was mixed into
     base_cls = next(c for c in type(base).__mro__
                     if issubclass(c, InductorChoices) and not issubclass(c, _GemmBucketMixin))
     if base_cls is InductorChoices:
-        return GemmBucketChoices(max_m)
+        return GemmBucketChoices(max_m, active)
     obj = _mixed_class(base_cls).__new__(_mixed_class(base_cls))
     obj.__dict__.update({k: v for k, v in vars(base).items() if k not in ("gemm_records", "_base_uuid",
-                                                                          "aten_gemm_max_m")})
+                                                                          "aten_gemm_max_m", "_gemm_active")})
     if isinstance(base, _GemmBucketMixin):
         base_uuid = base._base_uuid
     else:
         base_uuid = base.uuid() if callable(getattr(base, "uuid", None)) else None
     obj._gemm_init(max_m, str(base_uuid) if base_uuid is not None else
-                   f"{base_cls.__module__}.{base_cls.__qualname__}")
+                   f"{base_cls.__module__}.{base_cls.__qualname__}", active)
     return obj
 
 
@@ -313,8 +336,14 @@ def _mixed_class(base_cls: type) -> type:
 
 
 def _factory(max_m: int, user_factory: Any = None) -> InductorChoices:
-    """``config.inductor_choices_class`` value: the override over the user's own factory, if any."""
-    return make_choices(max_m, user_factory() if user_factory is not None else None)
+    """``config.inductor_choices_class`` value: the override's cache key over the user's own factory.
+
+    The handler it makes is inert (``active=False``): Inductor also calls this factory to make the default
+    handler of a thread that has none, e.g. the autograd engine's thread compiling a backward lazily, and
+    keeps that handler for every later compile of the thread. The override itself is only the handler
+    :func:`gemm_override` installs around one compile.
+    """
+    return make_choices(max_m, user_factory() if user_factory is not None else None, active=False)
 
 
 def choices_class_in_cache_key() -> bool:
