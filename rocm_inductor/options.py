@@ -122,7 +122,10 @@ def parse_options(options: Mapping[str, Any] | Options | None) -> Options:
     if unknown:
         raise ValueError(f"rocm_fused: unknown option(s) {unknown}; valid options are {list(_FIELDS)}")
     kw = dict(options)
-    _check_choice("level", kw.get("level", 1), (0, 1, 2))
+    level = kw.get("level", 1)
+    if type(level) is not int:  # True == 1 and 2.0 == 2 would pass the membership test
+        raise ValueError(f"rocm_fused: option level={level!r} is not one of [0, 1, 2]")
+    _check_choice("level", level, (0, 1, 2))
     if kw.get("provider") is not None:
         _check_choice("provider", kw["provider"], PROVIDER_NAMES)
     providers = kw.get("providers") or {}

@@ -60,6 +60,9 @@ def test_unknown_option_lists_valid_ones():
         resolve(None, {"provider": "cuda"})
     with pytest.raises(ValueError, match="unknown mode"):
         resolve("fastest", None)
+    for bad in (True, 2.0, "2"):
+        with pytest.raises(ValueError, match="level="):
+            resolve(None, {"level": bad})
 
 
 def test_modes_map_onto_levels():
