@@ -3,31 +3,16 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
-import pathlib
-import sys
 
 import pytest
-
-BENCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _load_decode():
-    sys.path.insert(0, str(BENCH))  # decode.py imports hf_models and timing from its own folder
-    try:
-        spec = importlib.util.spec_from_file_location("_decode_bench", BENCH / "decode.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(BENCH))
+from bench_utils import load_bench
 
 
 @pytest.mark.slow
 def test_decode_bench_tiny_cpu(tmp_path, capsys):
     """One tiny Llama, one decode bucket, one timed step, no CUDA graphs: every planned row is written, with
     step times, the compiled sampler and eager-equal greedy tokens (fp32 on CPU)."""
-    decode = _load_decode()
+    decode = load_bench("decode.py")
     rc = decode.main(["--tiny", "--device", "cpu", "--models", "llama", "--buckets", "2", "--prefill", "0",
                       "--configs", "eager,rocm_fused_l1", "--layers", "1", "--rounds", "1", "--reps", "1",
                       "--greedy-steps", "2", "--provider", "reference", "--out", str(tmp_path)])
@@ -50,7 +35,7 @@ def test_decode_bench_tiny_cpu(tmp_path, capsys):
 
 def test_decode_plan_orders_level2_last_and_always_runs_inductor():
     """The budget guard drops the tail: level 2 (slowest compiles) comes after every other run."""
-    decode = _load_decode()
+    decode = load_bench("decode.py")
     args = decode.parse_args(["--models", "llama", "--buckets", "1,8", "--prefill", "512",
                               "--configs", "rocm_fused_l2,eager"])
     runs = [(c, b) for _, c, b, _, _ in decode.plan(args)]

@@ -3,25 +3,10 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
-import pathlib
-import sys
 
-BENCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+from bench_utils import load_bench
 
-
-def _load():
-    sys.path.insert(0, str(BENCH))  # the script imports hf_models and timing from its own folder
-    try:
-        spec = importlib.util.spec_from_file_location("_gemm_levels_bench", BENCH / "bench_gemm_levels.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(BENCH))
-
-
-bench = _load()
+bench = load_bench("bench_gemm_levels.py")
 
 
 def _row(config, bucket, step, compile_s, status="ok"):
