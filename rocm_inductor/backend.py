@@ -102,7 +102,8 @@ def rocm_fused(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], mode: st
     Raises:
         ValueError / TypeError: invalid mode or options (always raised: it is the user's input).
         Whatever Inductor raises on a graph it cannot compile even without our rewrites. An error caused by
-        our rewrites is logged and the graph is compiled again without them (``strict=True`` re-raises).
+        our rewrites is logged and the graph is compiled again without them; at level 2, if that fails too,
+        once more without the small-M GEMM override (``strict=True`` re-raises the first error).
     """
     from torch._inductor.compile_fx import compile_fx
 
@@ -123,6 +124,16 @@ def rocm_fused(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], mode: st
         user = patches.pop(PASS_HOOK).user_pass
         if user is not None:
             patches[PASS_HOOK] = user  # the user's pass stays: only ours is dropped
-        patches.update(gemm_fallback_patches(opts))  # keep the GEMM override in the cache key
+        plain = dict(patches)
+        patches.update(gemm_fallback_patches(opts, user))  # keep the GEMM override in the cache key
+    try:
         with gemm_override(opts):
             return compile_fx(gm, example_inputs, config_patches=patches)
+    except Exception as e:
+        if opts.level != 2 or isinstance(e, _RESTART):
+            raise
+        # level 2: the override itself may be what failed; the graph as plain max-autotune compiles it
+        log.warning("rocm_fused: compiling with the small-M GEMM override failed too (%s: %s); compiling "
+                    "without it", type(e).__name__, e)
+        plain.pop("inductor_choices_class", None)
+        return compile_fx(gm, example_inputs, config_patches=plain)

@@ -413,3 +413,38 @@ def test_level2_symbolic_m_uses_shape_env_bound(max_rows, aten):
     (g,) = reports()[-1].gemms
     assert not g.m.isdigit() and g.aten_only is aten, g
     assert g.m_upper == (32 if aten else None)
+
+
+def test_fallback_key_pass_chains_the_users_pass(monkeypatch):
+    """torch 2.11 fallback: GemmKeyPass takes the pass manager's slot; the user's own pre-pass still runs and
+    its uuid stays in the key."""
+    monkeypatch.setattr(gb, "choices_class_in_cache_key", lambda: False)
+    seen = []
+
+    class UserPass:
+        def __call__(self, graph):
+            seen.append(graph)
+
+        def uuid(self):
+            return "user-pass-v1"
+
+    key_pass = gb.fallback_patches(parse_options({"level": 2}), UserPass())[PASS_HOOK]
+    key_pass("graph")
+    assert seen == ["graph"] and "user-pass-v1" in key_pass.uuid()
+    assert key_pass.uuid() != gb.fallback_patches(parse_options({"level": 2}))[PASS_HOOK].uuid()
+
+
+def test_level2_override_failure_falls_back_to_plain_max_autotune(monkeypatch, caplog):
+    """A compile must not fail because of us: an override that raises costs the rewrites and the override of
+    that graph (two warnings), and the graph compiles as plain max-autotune; strict re-raises."""
+    def boom(self, *a, **k):
+        raise RuntimeError("override exploded")
+
+    monkeypatch.setattr(gb._GemmBucketMixin, "_finalize_template_configs", boom)
+    with caplog.at_level("WARNING", logger="rocm_inductor"):
+        _compile({"level": 2, "strict": False})
+    msgs = [r.getMessage() for r in caplog.records]
+    assert any("compiling with our rewrites failed" in m and "override exploded" in m for m in msgs), msgs
+    assert any("GEMM override failed too" in m for m in msgs), msgs
+    with pytest.raises(Exception, match="override exploded"):
+        _compile({"level": 2, "strict": True})

@@ -372,34 +372,44 @@ def config_patches(options: Any) -> dict[str, Any]:
 
 
 class GemmKeyPass(CustomGraphPass):
-    """A no-op post-grad pass whose ``uuid()`` keys the override (used when our rewrites are dropped).
+    """A post-grad pass whose ``uuid()`` keys the override (used when our rewrites are dropped).
 
     Args:
         options: the compile's options.
+        user_pass: the user's own pre-pass, if any: run as before and part of the key.
     """
 
-    def __init__(self, options: Any) -> None:
+    def __init__(self, options: Any, user_pass: Any = None) -> None:
         self.options = options
+        self.user_pass = user_pass
 
     def __call__(self, graph: torch.fx.Graph) -> None:
-        return None
+        if self.user_pass is not None:
+            self.user_pass(graph)
 
     def uuid(self) -> str:
-        """The override's identity and the options."""
-        return f"rocm_fused.gemm_key:{_SOURCE_HASH}:{self.options.key()}"
+        """The override's identity, the options and the user's pass's ``uuid()`` (if it has one)."""
+        user = self.user_pass
+        user_id = user.uuid() if callable(getattr(user, "uuid", None)) else (None if user is None else "no-uuid")
+        return f"rocm_fused.gemm_key:{_SOURCE_HASH}:{self.options.key()}:user={user_id}"
 
 
-def fallback_patches(options: Any) -> dict[str, Any]:
+def fallback_patches(options: Any, user_pass: Any = None) -> dict[str, Any]:
     """Patches that keep the override in the cache key once the pass manager is removed (torch < 2.12).
 
+    Args:
+        options: the compile's options.
+        user_pass: the user's own pre-pass that takes the pass manager's slot, chained in the key pass.
+
     Returns:
-        ``{<the backend's pass hook>: GemmKeyPass(options)}`` (the slot the pass manager left) or ``{}``.
+        ``{<the backend's pass hook>: GemmKeyPass(options, user_pass)}`` (the slot the pass manager left), or
+        ``{}`` where the choices class carries the key (or below level 2).
     """
     if options.level != 2 or choices_class_in_cache_key():
         return {}
     from .. import backend
 
-    return {getattr(backend, "PASS_HOOK", "post_grad_custom_post_pass"): GemmKeyPass(options)}
+    return {getattr(backend, "PASS_HOOK", "post_grad_custom_post_pass"): GemmKeyPass(options, user_pass)}
 
 
 def _current_handler() -> Any:
