@@ -50,6 +50,7 @@ def _private_caches() -> None:
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton_gemm_levels_"))
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inductor_gemm_levels_"))
 
+
 CONFIGS = ("inductor", "rocm_fused_l1", "rocm_fused_l2", "rocm_fused_l2_nocdt", "inductor_ma")
 
 
@@ -191,7 +192,8 @@ def main(argv=None) -> int:
             with open(path, newline="") as f:
                 tag = pathlib.Path(path).stem.removeprefix("gemm_levels").lstrip("_")
                 rows += [{**_typed(r), "run": r.get("run") or tag} for r in csv.DictReader(f)]
-        write(rows, args, header=_versions_of(args.merge))
+        header = next((r["versions"] for r in rows if r.get("versions")), "versions not recorded")
+        write(rows, args, header=header)
         return 0
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA/ROCm device; use --device cpu --tiny for a smoke test", file=sys.stderr)
@@ -236,15 +238,6 @@ def _typed(row: dict) -> dict:
     return out
 
 
-def _versions_of(paths) -> str:
-    for path in paths:
-        with open(path, newline="") as f:
-            for r in csv.DictReader(f):
-                if r.get("versions"):
-                    return r["versions"]
-    return "versions not recorded"
-
-
 def summary(rows) -> list[str]:
     """Per bucket: step us / compile s of each config and level 2 against the others (markdown lines).
 
@@ -276,11 +269,12 @@ def write(rows, args, header: str | None = None, quiet: bool = False) -> None:
     out.mkdir(parents=True, exist_ok=True)
     stem = f"gemm_levels_{args.tag}" if args.tag else "gemm_levels"
     header = header or versions()
+    rows = [{**r, "run": r.get("run") or args.tag, "versions": header} for r in rows]
     with open(out / f"{stem}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=KEYS)
         w.writeheader()
         for r in rows:
-            w.writerow({**{k: r.get(k, "") for k in KEYS}, "versions": header, "run": r.get("run") or args.tag})
+            w.writerow({k: r.get(k, "") for k in KEYS})
     fmt = lambda v, p: "" if v is None or v == "" else f"{v:.{p}f}"
     lines = [f"# GEMM levels ({header})", "", *summary(rows), "",
              f"layers={args.layers if not args.tiny else 2}, pos={args.pos}, max_cache_len={args.max_cache_len}, "
@@ -290,7 +284,7 @@ def write(rows, args, header: str | None = None, quiet: bool = False) -> None:
              "| run | bucket | config | compile s | step us | spread us | autotuned | aten_only | status |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r.get('run') or args.tag} | {r['bucket']} | {r['config']} | {fmt(r.get('compile_s'), 1)} | "
+        lines.append(f"| {r['run']} | {r['bucket']} | {r['config']} | {fmt(r.get('compile_s'), 1)} | "
                      f"{fmt(r.get('step_us'), 1)} | {fmt(r.get('spread_us'), 1)} | {r.get('autotuned', '')} | "
                      f"{r.get('aten_only', '')} | {r['status']} |")
     text = "\n".join(lines) + "\n"
