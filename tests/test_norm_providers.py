@@ -117,44 +117,43 @@ def test_cpu_has_no_default_provider_and_pass_is_off():
     assert g.after[RMS] == 0 and "rms_norm" in g.report.passes_skipped
 
 
+def _prenorm_on_cuda_standin(on, monkeypatch, spelling: str, provider: str | None):
+    """A bf16 PreNorm of ``spelling`` compiled as on an sm_90 GPU with the FlashInfer stand-in installed.
+
+    Returns ``(out, eager_out, captured, calls)``; ``calls`` lists the stand-in kernels' calls.
+    """
+    calls: list = []
+    monkeypatch.setitem(sys.modules, "flashinfer", _flashinfer_standin(calls))
+    on("cuda", "sm_90")
+    m = PreNorm(SPELLINGS[spelling]).to(torch.bfloat16)
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    out, (g,) = compile_run(m, x, x, options={"provider": provider})
+    return out, m(x, x), g, calls
+
+
 @needs_interpreter
 def test_cuda_policy_picks_flashinfer_norm_and_triton_fused_add(on, monkeypatch):
     """CUDA policy (measured, benchmarks/RESULTS.md): rms_norm -> FlashInfer, fused add + norm -> Triton."""
-    calls: list = []
-    monkeypatch.setitem(sys.modules, "flashinfer", _flashinfer_standin(calls))
-    on("cuda", "sm_90")
+    out, eager, g, calls = _prenorm_on_cuda_standin(on, monkeypatch, "hf_llama", None)
     assert PlatformDispatch.choose("rms_norm", _spec()).provider == "flashinfer"
     assert PlatformDispatch.choose("fused_add_rms_norm", _spec(fused=True)).provider == "triton"
-    m = PreNorm(SPELLINGS["hf_llama"]).to(torch.bfloat16)
-    x = torch.randn(3, 64, dtype=torch.bfloat16)
-    out, (g,) = compile_run(m, x, x, options={"provider": None})
     assert (g.after[FUSED], g.after[RMS]) == (2, 1)
     assert g.report.providers() == {"fused_add_rms_norm": ["triton"], "rms_norm": ["flashinfer"]}
     assert [c[0] for c in calls] == ["rmsnorm"]
-    torch.testing.assert_close(out, m(x, x), rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(out, eager, rtol=2e-2, atol=2e-2)
 
 
 def test_flashinfer_forced_calls_its_kernels_with_the_right_arguments(on, monkeypatch):
-    calls: list = []
-    monkeypatch.setitem(sys.modules, "flashinfer", _flashinfer_standin(calls))
-    on("cuda", "sm_90")
-    m = PreNorm(SPELLINGS["hf_llama"]).to(torch.bfloat16)
-    x = torch.randn(3, 64, dtype=torch.bfloat16)
-    out, (g,) = compile_run(m, x, x, options={"provider": "flashinfer"})
+    out, eager, g, calls = _prenorm_on_cuda_standin(on, monkeypatch, "hf_llama", "flashinfer")
     assert g.report.providers() == {"fused_add_rms_norm": ["flashinfer"], "rms_norm": ["flashinfer"]}
     names = sorted(c[0] for c in calls)
     assert names == ["fused_add_rmsnorm", "fused_add_rmsnorm", "rmsnorm"]
     assert all(c[1] == (3, 64) and c[2] == torch.bfloat16 and c[3] == pytest.approx(1e-5) for c in calls)
-    torch.testing.assert_close(out, m(x, x), rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(out, eager, rtol=2e-2, atol=2e-2)
 
 
 def test_gemma_goes_to_gemma_kernels(on, monkeypatch):
-    calls: list = []
-    monkeypatch.setitem(sys.modules, "flashinfer", _flashinfer_standin(calls))
-    on("cuda", "sm_90")
-    m = PreNorm(SPELLINGS["gemma"]).to(torch.bfloat16)
-    x = torch.randn(3, 64, dtype=torch.bfloat16)
-    compile_run(m, x, x, options={"provider": "flashinfer"})
+    *_, calls = _prenorm_on_cuda_standin(on, monkeypatch, "gemma", "flashinfer")
     assert sorted(c[0] for c in calls) == ["gemma_fused_add_rmsnorm", "gemma_fused_add_rmsnorm", "gemma_rmsnorm"]
 
 
