@@ -531,12 +531,16 @@ def _cudagraphs() -> bool:
         return False
 
 
+def _tensor_or_float(v: float | Node, neutral: float) -> tuple[Node | None, float]:
+    """The op's (per-row tensor, float) argument pair for a chain parameter: a tensor node goes in the tensor
+    slot with the float at its neutral value (unused by the op), a number in the float slot."""
+    return (v, neutral) if isinstance(v, Node) else (None, float(v))
+
+
 def _replace(graph: Graph, c: Chain, provider: str) -> Node:
     sv = _val(c.scores)
-    t_node = c.temperature if isinstance(c.temperature, Node) else None
-    t_val = 1.0 if t_node is not None else float(c.temperature)
-    p_node = c.top_p if isinstance(c.top_p, Node) else None
-    p_val = 1.0 if p_node is not None else float(c.top_p)  # unused when the per-row tensor is given
+    t_node, t_val = _tensor_or_float(c.temperature, 1.0)
+    p_node, p_val = _tensor_or_float(c.top_p, 1.0)
     seed = insert_call(graph, c.anchor, aten.randint.low, (0, 2**31 - 1, [1]),
                        {"dtype": torch.int64, "device": sv.device}, like=c.anchor)
     k_node = None
@@ -544,8 +548,7 @@ def _replace(graph: Graph, c: Chain, provider: str) -> Node:
         k_node = insert_call(graph, c.anchor, aten.scalar_tensor.default, (c.top_k,),
                              {"dtype": torch.int64, "device": sv.device}, like=c.anchor)
     k_val = 0 if k_node is not None else int(c.top_k)
-    mp_node = c.min_p if isinstance(c.min_p, Node) else None
-    mp_val = 0.0 if mp_node is not None else float(c.min_p)
+    mp_node, mp_val = _tensor_or_float(c.min_p, 0.0)
     args = (c.scores, seed, t_node, t_val, k_node, k_val, p_node, p_val, mp_node, mp_val, c.ban,
             c.is_probs, c.top_k_first, c.keepdim, provider)
     return insert_call(graph, c.anchor, torch.ops.rocm_fused.sample.default, args, like=c.anchor)
