@@ -142,7 +142,8 @@ class ReferenceProvider(Provider):
 
     name = "reference"
     library = None
-    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample"})
+    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample",
+                     "decode_attention"})
 
     def rms_norm(self, x, weight, eps, offset):
         """See :func:`rms_norm_ref`."""
@@ -171,3 +172,9 @@ class ReferenceProvider(Provider):
 
         return sample_ref(scores, seed, temperature, temperature_value, top_k, top_k_value, top_p,
                           top_p_value, min_p, min_p_value, ban, is_probs, top_k_first)
+
+    def decode_attention(self, q, k, v, mask, scale):
+        """See :func:`rocm_inductor.providers.reference_attention.decode_attention_ref`."""
+        from .reference_attention import decode_attention_ref
+
+        return decode_attention_ref(q, k, v, mask, scale)

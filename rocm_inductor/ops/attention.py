@@ -1,0 +1,141 @@
+"""``rocm_fused::decode_attention``: attention of a few query tokens over a (static) KV cache, GQA native.
+
+Meaning (pure-torch reference: :func:`rocm_inductor.providers.reference.decode_attention_ref`), per batch
+``b``, query head ``h`` and query position ``i``, with ``g = Hq // Hkv`` and kv head ``h // g`` (the head
+mapping of HF's ``repeat_kv`` and gpt-fast's ``repeat_interleave(g, dim=1)``):
+
+    s_j  = scale * <q[b, h, i], k[b, h // g, j]>                      (float32)
+    s_j += mask[b, h, i, j]            (additive float mask, broadcast)   or
+    s_j  = -inf where not mask[b, h, i, j]   (boolean mask, True = attend: SDPA's convention)
+    out[b, h, i] = sum_j softmax(s)_j * v[b, h // g, j]                (float32, rounded once to q.dtype)
+
+A row whose every score is ``-inf`` (the mask removes every key) returns zeros, as SDPA does on torch >= 2.5
+(``_safe_softmax``; seen on torch 2.13 CPU for boolean and additive masks). Scores, softmax and the weighted
+sum are float32; the output is rounded once (eager's flash/efficient kernels also round the probabilities to
+the input dtype before ``P @ V``; one rounding is within DESIGN.md's contract). The op never repeats K/V:
+providers read each kv head once for its ``g`` query heads.
+
+Shapes: q (B, Hq, Lq, D); k (B, Hkv, Lkv, D); v (B, Hkv, Lkv, Dv); ``Hq % Hkv == 0``; mask ``None`` or 4D
+broadcastable to (B, Hq, Lq, Lkv) (each dim 1 or full), bool or a float dtype. q, k, v share one dtype
+(float16/bfloat16/float32) and device. Output (B, Hq, Lq, Dv), contiguous, q's dtype. B = 0 gives an empty
+output. Functional (``mutates_args=()``).
+
+Compile-time spec keys read by providers' ``check`` (built by :func:`attention_spec`):
+    dtype, head_dim, v_head_dim, q_len, kv_len (int or None when symbolic), num_q_heads, num_kv_heads,
+    mask_kind ("none" | "bool" | "additive"), mask_dtype (None without a mask), mask_shape (tuple of int or
+    None per dim), last_dim_contiguous (bool: q, k, v and mask all have unit stride in their last dim, or the
+    dim has size 1), cudagraphs (bool: Inductor will capture the graph).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+from ..providers import get_provider
+
+#: dtypes the op is defined for.
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def _validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> None:
+    if q.dtype not in DTYPES:
+        raise ValueError(f"decode_attention takes float16/bfloat16/float32, q is {q.dtype}")
+    if k.dtype != q.dtype or v.dtype != q.dtype:
+        raise ValueError(f"decode_attention: q, k, v dtypes differ ({q.dtype}, {k.dtype}, {v.dtype})")
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise ValueError("decode_attention: q, k, v must be 4D (B, H, L, D)")
+    b, hq, _, d = q.shape
+    if k.shape[0] != b or v.shape[0] != b or k.shape[1] != v.shape[1] or k.shape[2] != v.shape[2]:
+        raise ValueError(f"decode_attention: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} "
+                         "do not agree on batch / kv heads / kv length")
+    if k.shape[3] != d:
+        raise ValueError(f"decode_attention: q head_dim {d} != k head_dim {k.shape[3]}")
+    hkv = k.shape[1]
+    if hkv == 0 or hq % hkv != 0:
+        raise ValueError(f"decode_attention: {hq} query heads are not a multiple of {hkv} kv heads")
+    if mask is not None:
+        if mask.ndim != 4:
+            raise ValueError(f"decode_attention: mask must be 4D, got {mask.ndim}D")
+        full = (b, hq, q.shape[2], k.shape[2])
+        for i, (m, f) in enumerate(zip(mask.shape, full, strict=True)):
+            if m != 1 and m != f:
+                raise ValueError(f"decode_attention: mask shape {tuple(mask.shape)} does not broadcast to "
+                                 f"{full} (dim {i})")
+        if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
+            raise ValueError(f"decode_attention: mask must be bool or float, got {mask.dtype}")
+    for t in (k, v) + (() if mask is None else (mask,)):
+        if t.device != q.device:
+            raise ValueError(f"decode_attention: tensors on {q.device} and {t.device}")
+
+
+@torch.library.custom_op("rocm_fused::decode_attention", mutates_args=())
+def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                     scale: float, provider: str) -> torch.Tensor:
+    """Attention of q over an un-repeated (GQA) KV cache (see module docstring for the exact meaning).
+
+    Args:
+        q: (B, Hq, Lq, D) float16/bfloat16/float32.
+        k: (B, Hkv, Lkv, D), v: (B, Hkv, Lkv, Dv), q's dtype; ``Hq % Hkv == 0``.
+        mask: None, or 4D broadcastable to (B, Hq, Lq, Lkv): bool (True = attend) or float (added).
+        scale: multiplies q.k (SDPA's ``scale``; ``1/sqrt(D)`` when the model gave none).
+        provider: provider name chosen at compile time (``"reference"``, ``"triton"``).
+
+    Returns:
+        (B, Hq, Lq, Dv) contiguous tensor of q's dtype.
+
+    Raises:
+        ValueError: shapes, dtypes or devices outside the module docstring's rules.
+        KeyError: unknown provider. ProviderUnavailable: its library cannot be imported here.
+    """
+    _validate(q, k, v, mask)
+    if q.shape[0] == 0 or q.shape[2] == 0:
+        return q.new_empty(q.shape[:3] + v.shape[3:])
+    return get_provider(provider).decode_attention(q, k, v, mask, scale).contiguous()
+
+
+@decode_attention.register_fake
+def _decode_attention_fake(q, k, v, mask, scale, provider):
+    _validate(q, k, v, mask)
+    return q.new_empty(q.shape[:3] + v.shape[3:])
+
+
+def _int_or_none(s: Any) -> int | None:
+    return s if isinstance(s, int) else None
+
+
+def _last_dim_ok(t: Any) -> bool:
+    return statically_known_true(t.shape[-1] == 1) or statically_known_true(t.stride(-1) == 1)
+
+
+def attention_spec(q: Any, k: Any, v: Any, mask: Any | None, cudagraphs: bool = False) -> dict[str, Any]:
+    """Build the compile-time spec of a decode-attention match from fake tensors (``node.meta["val"]``).
+
+    Args:
+        q, k, v: fake tensors of the op's q, (un-repeated) k and v; mask: the mask's fake tensor or None.
+        cudagraphs: whether Inductor will capture the compiled graph.
+
+    Returns:
+        dict with the keys listed in the module docstring.
+    """
+    tensors = (q, k, v) + (() if mask is None else (mask,))
+    if mask is None:
+        kind = "none"
+    else:
+        kind = "bool" if mask.dtype == torch.bool else "additive"
+    return {
+        "dtype": q.dtype,
+        "head_dim": _int_or_none(q.shape[-1]),
+        "v_head_dim": _int_or_none(v.shape[-1]),
+        "q_len": _int_or_none(q.shape[2]),
+        "kv_len": _int_or_none(k.shape[2]),
+        "num_q_heads": _int_or_none(q.shape[1]),
+        "num_kv_heads": _int_or_none(k.shape[1]),
+        "mask_kind": kind,
+        "mask_dtype": None if mask is None else mask.dtype,
+        "mask_shape": None if mask is None else tuple(_int_or_none(s) for s in mask.shape),
+        "last_dim_contiguous": all(_last_dim_ok(t) for t in tensors),
+        "cudagraphs": cudagraphs,
+    }

@@ -1,0 +1,35 @@
+"""Pure-torch reference of ``rocm_fused::decode_attention`` (defines its meaning; see ``ops/attention.py``)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def decode_attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                         scale: float) -> torch.Tensor:
+    """Scaled dot-product attention (Vaswani et al. 2017) over un-repeated GQA K/V, in float32.
+
+    Query head ``h`` attends kv head ``h // (Hq // Hkv)`` (HF ``repeat_kv``'s mapping). A boolean mask keeps
+    the True positions; a float mask is added to the scores. Rows with no finite score return zeros (SDPA's
+    ``_safe_softmax`` behaviour on torch >= 2.5).
+
+    Args:
+        q: (B, Hq, Lq, D); k: (B, Hkv, Lkv, D); v: (B, Hkv, Lkv, Dv); one float dtype.
+        mask: None or 4D broadcastable to (B, Hq, Lq, Lkv), bool or float.
+        scale: multiplies the scores.
+
+    Returns:
+        (B, Hq, Lq, Dv) of q's dtype, contiguous, rounded once from float32.
+    """
+    g = q.shape[1] // k.shape[1]
+    kf = k.float().repeat_interleave(g, dim=1)
+    vf = v.float().repeat_interleave(g, dim=1)
+    s = torch.matmul(q.float(), kf.transpose(-1, -2)) * scale
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.float()
+    m = s.amax(-1, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    p = torch.exp(s - m)  # exp(-inf) = 0 for removed keys; a row with none left sums to 0
+    denom = p.sum(-1, keepdim=True)
+    out = torch.matmul(p, vf) / torch.where(denom > 0, denom, torch.ones_like(denom))
+    return out.to(q.dtype).contiguous()
