@@ -86,7 +86,8 @@ def case(model, hq, hkv, d, b, lkv, copy_bw, args, state) -> tuple[dict, list[di
     floor_us = b * hkv * valid * 2 * d * 2 / (copy_bw * 1e9) * 1e6
     row = {"model": model, "max_cache_len": lkv, "batch": b, "inductor_us": "", "sdpa_packed_us": "",
            "flex_us": "", "ours_us": "", "ours_splits": "", "floor_us": round(floor_us, 2), "ours_x_floor": "",
-           "inductor_x_ours": "", "packed_x_ours": "", "ours_max_err": "", "note": ""}
+           "inductor_x_ours": "", "packed_x_ours": "", "ours_max_err": "", "best_sweep_us": "", "best_sweep_cfg": "",
+           "note": ""}
     want = sdpa_packed(q, k, v, mask, scale)
     notes = []
 
@@ -143,6 +144,11 @@ def case(model, hq, hkv, d, b, lkv, copy_bw, args, state) -> tuple[dict, list[di
                 except Exception as e:
                     srow["note"] = f"{type(e).__name__}: {str(e)[:80]}"
                 sweep.append(srow)
+        timed = [r for r in sweep if r["us"] != ""]
+        if timed:
+            best = min(timed, key=lambda r: r["us"])
+            row["best_sweep_us"] = best["us"]
+            row["best_sweep_cfg"] = f"{best['num_splits']} splits bn{best['block_n']}"
     return row, sweep
 
 
