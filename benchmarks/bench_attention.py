@@ -98,7 +98,7 @@ def case(model, hq, hkv, d, b, lkv, copy_bw, args, state) -> tuple[dict, list[di
             row[key] = round(_time(fn, args), 2)
             return out
         except Exception as e:  # one failing implementation must not lose the table
-            notes.append(f"{key}: {type(e).__name__}: {str(e)[:80]}")
+            notes.append(f"{key}: {type(e).__name__}: {str(e)[:80]}".replace("\n", " "))
             return None
 
     ind = torch.compile(hf_attention, backend="inductor", dynamic=False, fullgraph=True)
@@ -115,7 +115,7 @@ def case(model, hq, hkv, d, b, lkv, copy_bw, args, state) -> tuple[dict, list[di
             flex = torch.compile(flex_attention, dynamic=False)
             record("flex_us", lambda: flex(q, k, v, block_mask=bm, scale=scale, enable_gqa=True))
         except Exception as e:
-            notes.append(f"flex: {type(e).__name__}: {str(e)[:80]}")
+            notes.append(f"flex: {type(e).__name__}: {str(e)[:80]}".replace("\n", " "))
     else:
         notes.append("flex skipped (time budget)")
     out = record("ours_us", lambda: torch.ops.rocm_fused.decode_attention(q, k, v, mask, scale, "triton"))
@@ -142,7 +142,7 @@ def case(model, hq, hkv, d, b, lkv, copy_bw, args, state) -> tuple[dict, list[di
                     torch.testing.assert_close(fn().float(), want.float(), atol=2e-2, rtol=2e-2)
                     srow["us"] = round(_time(fn, args), 2)
                 except Exception as e:
-                    srow["note"] = f"{type(e).__name__}: {str(e)[:80]}"
+                    srow["note"] = f"{type(e).__name__}: {str(e)[:80]}".replace("\n", " ")
                 sweep.append(srow)
         timed = [r for r in sweep if r["us"] != ""]
         if timed:
