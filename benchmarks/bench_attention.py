@@ -16,7 +16,8 @@ call), all in one process:
   copy bandwidth measured here (read + write counted, benchmarks/timing.py).
 
 ``--sweep`` also times ours over ``num_splits`` x ``BLOCK_N`` (written to ``attention_sweep.csv``) to tune
-:func:`rocm_inductor.providers.triton.attention.launch_config`.
+:func:`rocm_inductor.providers.triton.attention.launch_config`; ``--from-sweep DIR`` (no GPU) re-reads such a
+run for the current heuristic (:func:`rebase`: its pick's time from the sweep).
 
 Writes ``attention_layer.csv`` / ``.md`` to ``--out`` (default benchmarks/results). About 2-3 minutes on an H200.
 
@@ -186,6 +187,43 @@ def write(rows: list[dict], sweep: list[dict], head: list[str], out: str) -> str
     return write_results(rows, out, "attention_layer", "Per-layer decode attention (issue 13)", head)
 
 
+def rebase(rows: list[dict], sweep: list[dict], sms: int) -> list[dict]:
+    """Table rows re-read for the *current* :func:`launch_config`: its pick's time taken from the same run's
+    sweep (same kernels, same process and timing; ``ours_run_us`` keeps what the op measured with the launch
+    heuristic of the run). Used when the heuristic was tuned from that sweep (``--from-sweep``).
+
+    Args:
+        rows, sweep: rows of ``attention_layer.csv`` and ``attention_sweep.csv`` (strings, as csv reads them).
+        sms: SM count of the device the run used.
+
+    Returns:
+        new rows; a shape whose pick was not swept keeps ``ours_us`` empty and says so in ``note``.
+    """
+    from rocm_inductor.providers.triton import attention as tri
+
+    heads = {m: (hq, hkv, d) for m, hq, hkv, d in MODELS}
+    times = {(r["model"], int(r["max_cache_len"]), int(r["batch"]), int(r["block_n"]), int(r["num_splits"])):
+             float(r["us"]) for r in sweep if r["us"] != ""}
+    out = []
+    for r in rows:
+        hq, hkv, d = heads[r["model"]]
+        lkv, b = int(r["max_cache_len"]), int(r["batch"])
+        cfg = tri.launch_config(b, hkv, 1, lkv, hq // hkv, d, d, sms, rocm=False)
+        us = times.get((r["model"], lkv, b, cfg["BLOCK_N"], cfg["NSPLIT"]))
+        floor = float(r["floor_us"])
+        new = {k: r[k] for k in ("model", "max_cache_len", "batch", "inductor_us", "sdpa_packed_us", "flex_us")}
+        new.update({"ours_us": "" if us is None else us, "ours_cfg": f"{cfg['NSPLIT']} splits bn{cfg['BLOCK_N']}",
+                    "ours_run_us": r["ours_us"], "floor_us": r["floor_us"],
+                    "ours_x_floor": "" if us is None else round(us / floor, 2)})
+        for key, col in (("inductor_us", "inductor_x_ours"), ("sdpa_packed_us", "packed_x_ours"),
+                         ("flex_us", "flex_x_ours")):
+            new[col] = round(float(r[key]) / us, 2) if us and r[key] != "" else ""
+        new.update({"best_sweep_us": r["best_sweep_us"], "best_sweep_cfg": r["best_sweep_cfg"],
+                    "note": r["note"] if us is not None else (r["note"] + "; pick not swept").strip("; ")})
+        out.append(new)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
@@ -196,7 +234,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--flex-budget-s", type=float, default=150.0,
                    help="no new flex_attention compiles after this many seconds")
     p.add_argument("--models", nargs="*", default=None, help="subset of model names")
+    p.add_argument("--from-sweep", default=None, metavar="DIR",
+                   help="no GPU: re-read DIR's attention_layer/attention_sweep CSVs for the current launch "
+                        "heuristic (rebase) and write attention_layer.* to --out")
+    p.add_argument("--sms", type=int, default=132, help="SM count of the --from-sweep run (H200: 132)")
     args = p.parse_args(argv)
+    if args.from_sweep:
+        import csv
+
+        def read(stem):
+            with open(os.path.join(args.from_sweep, f"{stem}.csv")) as f:
+                return list(csv.DictReader(f))
+
+        with open(os.path.join(args.from_sweep, "attention_layer.md")) as f:
+            head = [ln.rstrip("\n") for ln in f if ln.startswith("Run ")]
+        head += [f"ours_us: the committed launch heuristic's pick, timed in this run's sweep ({args.sms} SMs); "
+                 "ours_run_us: the op with the run's first-guess heuristic; best_sweep: fastest swept config."]
+        print(write_results(rebase(read("attention_layer"), read("attention_sweep"), args.sms), args.out,
+                            "attention_layer", "Per-layer decode attention (issue 13)", head))
+        return 0
     if not torch.cuda.is_available():
         print("bench_attention: needs a CUDA or ROCm GPU", file=sys.stderr)
         return 2

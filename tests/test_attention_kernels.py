@@ -178,11 +178,20 @@ def test_no_mask_strided_q_and_op():
 
 def test_launch_config_and_check():
     A = _kernels()
-    cfg = A.launch_config(1, 8, 1, 1024, 4, 64, 64, sms=132)
+    cfg = A.launch_config(1, 8, 1, 1024, 4, 64, 64, sms=132, rocm=False)
     assert cfg["NSPLIT"] > 1 and cfg["BLOCK_M"] == 16 and cfg["SPLIT_LEN"] % cfg["BLOCK_N"] == 0
     assert cfg["NSPLIT"] * cfg["SPLIT_LEN"] >= 1024 > (cfg["NSPLIT"] - 1) * cfg["SPLIT_LEN"]
+    # The H200 picks the results table quotes (benchmarks/results/attention_layer.md): (B, Hkv, g, D, L) ->
+    # (splits, BLOCK_N).
+    picks = {(1, 8, 4, 64, 1024): (8, 128), (8, 8, 4, 64, 1024): (8, 128), (32, 8, 4, 64, 1024): (4, 128),
+             (1, 8, 4, 64, 4096): (32, 128), (8, 8, 4, 64, 4096): (16, 128), (32, 1, 8, 256, 1024): (8, 64),
+             (1, 1, 8, 256, 4096): (32, 128)}
+    for (b, hkv, g, d, lkv), want in picks.items():
+        c = A.launch_config(b, hkv, 1, lkv, g, d, d, sms=132, rocm=False)
+        assert (c["NSPLIT"], c["BLOCK_N"]) == want, (b, hkv, g, d, lkv)
+    assert A.launch_config(1, 1, 1, 4096, 8, 256, 256, sms=304, rocm=True)["BLOCK_N"] == 64  # gfx942 LDS
     for b, hkv, g, lq, d in ((1, 8, 4, 1, 64), (32, 8, 4, 1, 64), (8, 1, 8, 1, 256), (4, 8, 2, 32, 128)):
-        c = A.launch_config(b, hkv, lq, 4096, g, d, d, sms=304)  # MI300X: 304 CUs
+        c = A.launch_config(b, hkv, lq, 4096, g, d, d, sms=304, rocm=True)  # MI300X: 304 CUs
         assert c["num_warps"] * 64 <= 1024 and c["NSPLIT"] <= A.MAX_SPLITS and c["BLOCK_M"] >= 16
     from rocm_inductor.ops.attention import attention_spec
 
@@ -262,3 +271,20 @@ def test_bench_anchors_agree_on_cpu():
     a = bench.hf_attention(q, k, v, mask, 0.25, 4)
     torch.testing.assert_close(bench.sdpa_packed(q, k, v, mask, 0.25), a)
     torch.testing.assert_close(a.double(), sdpa64(q, k, v, mask, 0.25), atol=1e-5, rtol=1e-5)
+
+
+def test_bench_rebase_reads_the_current_pick():
+    """``--from-sweep``: the table's ours_us is the sweep time of what launch_config picks now."""
+    from bench_utils import load_bench
+
+    bench = load_bench("bench_attention.py")
+    row = {"model": "llama-3.2-1b", "max_cache_len": "1024", "batch": "1", "inductor_us": "15.0",
+           "sdpa_packed_us": "24.0", "flex_us": "", "ours_us": "6.5", "floor_us": "0.25", "best_sweep_us": "5.0",
+           "best_sweep_cfg": "32 splits bn32", "note": ""}
+    sweep = [{"model": "llama-3.2-1b", "max_cache_len": "1024", "batch": "1", "block_n": str(bn),
+              "num_splits": str(ns), "us": str(us), "note": ""} for bn, ns, us in ((128, 8, 5.5), (64, 8, 6.6))]
+    (got,) = bench.rebase([row], sweep, sms=132)
+    assert got["ours_us"] == 5.5 and got["ours_cfg"] == "8 splits bn128" and got["ours_run_us"] == "6.5"
+    assert got["inductor_x_ours"] == round(15.0 / 5.5, 2) and got["flex_x_ours"] == ""
+    (miss,) = bench.rebase([row], sweep[1:], sms=132)
+    assert miss["ours_us"] == "" and "not swept" in miss["note"]

@@ -29,9 +29,15 @@ and ``Lq`` rows into the M dim of ``tl.dot`` (padded to >= 16) means K and V are
 Capture-safe: no host sync; the launch shape and constexprs come from static shapes only (the mask and
 any lengths are read on the device); partial buffers come from ``torch.empty`` (the caching allocator).
 
-Launch choice (:func:`launch_config`): ``NSPLIT`` from (B, Hkv, Lkv, MB) and the SM count, aiming at
-:data:`PROGRAMS_PER_SM` programs per SM with at least :data:`MIN_SPLIT_LEN` slots per split; ``BLOCK_N``
-from the head dim. Numbers: see the constants (measured on the H200, benchmarks/results/attention_layer.md).
+Launch choice (:func:`launch_config`): ``NSPLIT`` a power of two from (B, Hkv, Lkv, MB) and the SM count,
+aiming at :data:`PROGRAMS_PER_SM` programs per SM with at least :data:`MIN_SPLIT_LEN` slots per split;
+``BLOCK_N`` from the head dim, the row tile and the platform (:func:`block_sizes`). Tuned on an H200 sweep
+(benchmarks/results/attention_sweep.md); ROCm not measured.
+
+Performance (H200, per layer, 513 of 1024 slots kept, benchmarks/results/attention_layer.md): Llama-3.2-1B
+5.5 / 7.6 / 17.2 us at B = 1 / 8 / 32 (2.2x the HBM floor of the kept K/V at B = 32). Skipped blocks are not
+free: each still costs its mask load, one dependent round trip per block, which is why flex_attention (whose
+block mask lists the kept blocks up front) stays ahead at Qwen3-0.6B B = 32 with 4096 slots (35.8 vs 44.1 us).
 
 Limits (:func:`check`): q/k/v float16/bfloat16/float32, head_dim and v head_dim <= 256, last dim contiguous,
 mask None / bool / float16 / bfloat16 / float32, 4D, each dim 1 or full; query length <= :data:`MAX_Q_LEN`
@@ -56,10 +62,14 @@ MAX_HEAD_DIM = 256
 #: Longest query the kernel is offered for (decode buckets; issue 13's default bucket is <= 32). The kernel is
 #: correct for any length (M is tiled), but for prefill lengths one program per (kv head, M tile) re-reads K/V.
 MAX_Q_LEN = 64
-#: Split heuristic: aim at this many programs per SM (flash-decoding wants a few resident per SM to hide
-#: load latency; the loop's `if` skip keeps the compiler from software-pipelining the K/V loads).
-PROGRAMS_PER_SM = 4
-#: Fewest KV slots per split (below this the combine pass and the per-split setup outweigh the parallelism).
+#: Split heuristic: aim at this many programs per SM (flash-decoding wants several resident per SM to hide
+#: load latency; the loop's `if` skip keeps the compiler from software-pipelining the K/V loads). 8: on the
+#: H200 sweep (benchmarks/results/attention_sweep.md, 2026-12-01; 132 SMs) the configuration it picks (with
+#: :func:`block_sizes`) was the fastest swept, or within 2% of it, at 10 of the 18 issue-13 shapes and within
+#: 17% at the rest (worst: gemma-2b B=1, 1024 slots, 7.9 vs 6.8 us; Qwen3-0.6B B=32, 1024 slots, 4 splits
+#: 32.6 us vs 1 split 28.2 us). 4 and 6 lost up to 30% (Llama-3.2-1B B=8, 4096 slots), 16 up to 25%.
+PROGRAMS_PER_SM = 8
+#: Fewest KV slots per split (one BLOCK_N = 128 block; the sweep's best B = 1 configs used 128-slot splits).
 MIN_SPLIT_LEN = 128
 #: Most splits (the combine kernel holds (MAX_SPLITS, Dv) float32 per row).
 MAX_SPLITS = 64
@@ -103,48 +113,77 @@ def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-def block_sizes(d: int, dv: int, m: int) -> tuple[int, int, int, int]:
-    """``(BLOCK_M, BLOCK_N, BLOCK_D, BLOCK_DV)`` for head dims ``d``/``dv`` and ``m = g * Lq`` rows per kv head.
+def _on_rocm() -> bool:
+    return torch.version.hip is not None
+
+
+def block_sizes(d: int, dv: int, m: int, base: int = 1, rocm: bool | None = None) -> tuple[int, int, int, int]:
+    """``(BLOCK_M, BLOCK_N, BLOCK_D, BLOCK_DV)`` for head dims ``d``/``dv``, ``m = g * Lq`` rows per kv head
+    and ``base = B * Hkv`` (programs before splitting); ``rocm`` defaults to the running torch's platform.
 
     BLOCK_M: ``next_pow2(m)``, at least 16 (``tl.dot``'s smallest M), at most 64 (32 for a 256 head dim: the
-    float32 accumulator is BLOCK_M x BLOCK_DV per program). BLOCK_N: 64 for head dims <= 128, 32 for 256 (K+V
-    tiles of 16-32 KiB, within gfx942's 64 KiB LDS). BLOCK_D/BLOCK_DV: next power of two, at least 16.
+    float32 accumulator is BLOCK_M x BLOCK_DV per program). BLOCK_D/BLOCK_DV: next power of two, >= 16.
+    BLOCK_N, with BLOCK_M = 16 (decode: g <= 16, Lq = 1): 128 for head dims <= 128: the fastest of 32/64/128 at
+    every Llama-3.2-1B / Qwen3-0.6B shape of the H200 sweep (benchmarks/results/attention_sweep.md,
+    2026-12-01: the loop's mask test keeps the loads unpipelined, so fewer, larger blocks win). Head dim 256:
+    128 when ``base <= 8``, else 64 (gemma-2b: bn128 7.9-9.8 us vs bn64 9.1-11.0 at B = 1 and 8; bn64 11.3 vs
+    13.6 us at B = 32, 1024 slots); on ROCm always 64 (bn128 needs the whole 64 KiB LDS of gfx942 and spilled
+    5-84 VGPRs in the AOT compile, triton 3.6/3.9). With BLOCK_M >= 32 (query lengths > 1): 64, or 32 for a
+    256 head dim (64/128 spilled on sm_90 or gfx942 at those BLOCK_M; not timed on a GPU).
     """
+    rocm = _on_rocm() if rocm is None else rocm
     bd = max(16, triton.next_power_of_2(d))
     bdv = max(16, triton.next_power_of_2(dv))
     wide = max(bd, bdv) > 128
     bm = max(16, min(32 if wide else 64, triton.next_power_of_2(max(m, 1))))
-    bn = FORCE_BLOCK_N or (32 if wide else 64)
-    return bm, bn, bd, bdv
+    if bm > 16:
+        bn = 32 if wide else 64
+    elif wide:
+        bn = 128 if base <= 8 and not rocm else 64
+    else:
+        bn = 128
+    return bm, FORCE_BLOCK_N or bn, bd, bdv
+
+
+def _prev_pow2(x: int) -> int:
+    return 1 << (max(1, x).bit_length() - 1)
 
 
 def launch_config(b: int, hkv: int, lq: int, lkv: int, g: int, d: int, dv: int, sms: int,
-                  num_splits: int | None = None, block_n: int | None = None) -> dict[str, int]:
+                  num_splits: int | None = None, block_n: int | None = None,
+                  rocm: bool | None = None) -> dict[str, int]:
     """Launch shape for one call (static shapes only).
+
+    Splits: ``prev_pow2(min(PROGRAMS_PER_SM * sms // base, lkv // MIN_SPLIT_LEN, MAX_SPLITS))`` with ``base =
+    B * Hkv * MB`` programs before splitting (H200, 132 SMs: Llama-3.2-1B B = 1 / 8 / 32 -> 8 / 8 / 4 splits at
+    1024 slots, 32 / 16 / 4 at 4096), each split a multiple of BLOCK_N slots.
 
     Args:
         b, hkv, lq, lkv, g: batch, kv heads, query length, KV length (cache slots), query heads per kv head.
         d, dv: head dims of q/k and v. sms: SM (CU) count of the device.
         num_splits, block_n: overrides (tests, tuning); else :data:`FORCE_SPLITS` / the heuristic.
+        rocm: pick ROCm's block sizes (default: the running torch's platform).
 
     Returns:
         dict with BLOCK_M, BLOCK_N, BLOCK_D, BLOCK_DV, MB (M tiles), NSPLIT, SPLIT_LEN (slots per split, a
         multiple of BLOCK_N), num_warps (4, or 8 for a 256 head dim; <= 16 so ROCm's 64-wide waves fit 1024).
     """
-    bm, bn, bd, bdv = block_sizes(d, dv, g * lq)
-    if block_n:
-        bn = block_n
+    bm = block_sizes(d, dv, g * lq)[0]
     mb = triton.cdiv(g * lq, bm)
     base = max(1, b * hkv * mb)
+    bm, bn, bd, bdv = block_sizes(d, dv, g * lq, base, rocm)
+    if block_n:
+        bn = block_n
     nblocks = max(1, triton.cdiv(lkv, bn))
     ns = num_splits or FORCE_SPLITS
     if not ns:
-        ns = max(1, min(PROGRAMS_PER_SM * sms // base, triton.cdiv(lkv, MIN_SPLIT_LEN), MAX_SPLITS))
+        ns = _prev_pow2(min(PROGRAMS_PER_SM * sms // base, lkv // MIN_SPLIT_LEN, MAX_SPLITS))
     ns = max(1, min(ns, nblocks, MAX_SPLITS))
     split_len = triton.cdiv(nblocks, ns) * bn
     ns = max(1, triton.cdiv(lkv, split_len))
-    # sm_90 AOT (triton 3.9, 2026-12-01): a 256 head dim took 188 registers at 4 warps, 128 at 8; <= 128:
-    # 115-158 registers at 4 warps, no spills (gfx942: 134-170 VGPRs, no scratch).
+    # sm_90 AOT (triton 3.6 and 3.9, 2026-12-01), BLOCK_M 16: head dims <= 128 took 115-236 registers at 4
+    # warps, no spills (gfx942: 134-236 VGPRs, no scratch); a 256 head dim 188 registers at 4 warps, 128-208
+    # at 8 (bn 32-128).
     warps = 8 if max(bd, bdv) > 128 else 4
     return dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, MB=mb, NSPLIT=ns, SPLIT_LEN=split_len,
                 num_warps=warps)
@@ -351,29 +390,35 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
 def aot_cases() -> list[dict]:
     """Representative compile cases (the specialisations :func:`decode_attention` picks) for the AOT check.
 
-    Llama-3.2-1B (32/8 heads, D 64), Qwen3-0.6B (16/8, D 128), gemma-2b (8/1, D 256) at Lq = 1, bf16, bool
-    mask, split and unsplit; a float additive-mask case; the combine kernel for 64 splits.
+    bf16, picks of :func:`launch_config` for ROCm (the same as CUDA's except a 256 head dim with B * Hkv <= 8,
+    where CUDA takes BLOCK_N 128: sm_90 208 registers, no stack, checked by hand 2026-12-01; it spills on
+    gfx942, hence not a ROCm pick and not listed): Llama-3.2-1B (32/8 heads, D 64) at B = 1 (split) and with an
+    8-token query (BLOCK_M 32, a per-position mask) unsplit, Qwen3-0.6B (16/8, D 128), gemma-2b (8/1, D 256)
+    at B = 32, an additive bf16 mask; the combine kernel at 64 splits for Dv 64 and 256.
     """
-    cases = []
     sig_common = {"sqb": "i32", "sqh": "i32", "sqi": "i32", "skb": "i32", "skh": "i32", "skn": "i32",
                   "svb": "i32", "svh": "i32", "svn": "i32", "smb": "i32", "smh": "i32", "smi": "i32",
                   "smj": "i32", "Hq": "i32", "LQ": "i32", "LKV": "i32", "SPLIT_LEN": "i32", "NSPLIT": "i32",
                   "MB": "i32", "scale": "fp32"}
-    for name, hq, hkv, d, split, mdt in (("llama_split", 32, 8, 64, True, "*u8"),
-                                         ("llama_nosplit", 32, 8, 64, False, "*u8"),
-                                         ("qwen3_split", 16, 8, 128, True, "*u8"),
-                                         ("gemma_split", 8, 1, 256, True, "*u8"),
-                                         ("llama_additive", 32, 8, 64, True, "*bf16")):
+    cases = []
+    # name, B, Hq, Hkv, Lq, Lkv, D, mask pointer type, mask row-broadcast (HF decode (B, 1, 1, L))
+    for name, b, hq, hkv, lq, lkv, d, mdt, mrow in (
+            ("llama_b1", 1, 32, 8, 1, 1024, 64, "*u8", True),
+            ("llama_q8_b32", 32, 32, 8, 8, 128, 64, "*u8", False),
+            ("qwen3_b1", 1, 16, 8, 1, 4096, 128, "*u8", True),
+            ("gemma_b32", 32, 8, 1, 1, 4096, 256, "*u8", True),
+            ("llama_additive_b8", 8, 32, 8, 1, 1024, 64, "*bf16", False)):
         g = hq // hkv
-        bm, bn, bd, bdv = block_sizes(d, d, g)
+        cfg = launch_config(b, hkv, lq, lkv, g, d, d, sms=132, rocm=True)
         sig = {"Q": "*bf16", "K": "*bf16", "V": "*bf16", "Mask": mdt, "Out": "*bf16", "OP": "*fp32",
                "MP": "*fp32", "LP": "*fp32", **sig_common}
-        consts = dict(HKV=hkv, G=g, D=d, DV=d, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, BLOCK_DV=bdv, HAS_MASK=True,
-                      MASK_BOOL=mdt == "*u8", MASK_ROW=mdt == "*u8", WRITE_PARTIAL=split, IEEE=False, UPCAST_DOT=False,
+        consts = dict(HKV=hkv, G=g, D=d, DV=d, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
+                      BLOCK_D=cfg["BLOCK_D"], BLOCK_DV=cfg["BLOCK_DV"], HAS_MASK=True, MASK_BOOL=mdt == "*u8",
+                      MASK_ROW=mrow, WRITE_PARTIAL=cfg["NSPLIT"] > 1, IEEE=False, UPCAST_DOT=False,
                       MANUAL_BF16=False)
         sig.update({c: "constexpr" for c in consts})
         cases.append({"name": f"decode_attention_{name}", "fn": _split_kernel, "signature": sig,
-                      "constexprs": consts, "num_warps": 8 if d > 128 else 4})
+                      "constexprs": consts, "num_warps": cfg["num_warps"]})
     for dv in (64, 256):
         consts = dict(DV=dv, BLOCK_S=MAX_SPLITS, BLOCK_DV=dv, MANUAL_BF16=False)
         sig = {"Out": "*bf16", "OP": "*fp32", "MP": "*fp32", "LP": "*fp32", "NSPLIT": "i32",
