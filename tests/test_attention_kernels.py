@@ -288,3 +288,13 @@ def test_bench_rebase_reads_the_current_pick():
     assert got["inductor_x_ours"] == round(15.0 / 5.5, 2) and got["flex_x_ours"] == ""
     (miss,) = bench.rebase([row], sweep[1:], sms=132)
     assert miss["ours_us"] == "" and "not swept" in miss["note"]
+
+
+def test_max_splits_combine():
+    """MAX_SPLITS (64) partials merged by the combine kernel (the largest BLOCK_S it compiles)."""
+    A = _kernels()
+    q, k, v = make(1, 2, 1, 1, 64 * 16, 16, dtype=torch.float32)
+    mask = causal_from_position([700], 1, 64 * 16)
+    out, scale = run(q, k, v, mask, num_splits=A.MAX_SPLITS, block_n=16)
+    assert A.launch_config(1, 1, 1, 64 * 16, 2, 16, 16, 1, A.MAX_SPLITS, 16)["NSPLIT"] == A.MAX_SPLITS
+    assert_close(out, q, k, v, mask, scale)
