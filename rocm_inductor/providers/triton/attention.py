@@ -63,7 +63,8 @@ MAX_HEAD_DIM = 256
 #: correct for any length (M is tiled), but for prefill lengths one program per (kv head, M tile) re-reads K/V.
 MAX_Q_LEN = 64
 #: Split heuristic: aim at this many programs per SM (flash-decoding wants several resident per SM to hide
-#: load latency; the loop's `if` skip keeps the compiler from software-pipelining the K/V loads). 8: on the
+#: load latency; with the loop's `if` skip the compiler does not software-pipeline the K/V loads: no async
+#: copies in the sm_90 TTGIR, triton 3.6). 8: on the
 #: H200 sweep (benchmarks/results/attention_sweep.md, 2026-12-01; 132 SMs) the configuration it picks (with
 #: :func:`block_sizes`) was the fastest swept, or within 2% of it, at 10 of the 18 issue-13 shapes and within
 #: 17% at the rest (worst: gemma-2b B=1, 1024 slots, 7.9 vs 6.8 us; Qwen3-0.6B B=32, 1024 slots, 4 splits
