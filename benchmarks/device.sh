@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device runs in one call: bash benchmarks/device.sh STEP... (carry .whl with FlashInfer 0.5.3, DEVICE.md).
-# Steps: tests (every gpu-marked test), example, norm, rope, gate, sampling, gemm, decode:MODEL[:CONFIGS]
+# Steps: tests (every gpu-marked test), example, norm, rope, gate, sampling, attention, gemm, decode:MODEL[:CONFIGS]
 # (one model family per device call, e.g. decode:llama or decode:qwen3:rocm_fused_l2), decode-chart (one PNG
 # from the committed benchmarks/results/decode_*.csv); gemm takes its bench_gemm_levels.py flags from
 # $GEMM_ARGS. Results land in $OUT.
@@ -28,6 +28,7 @@ for step in "$@"; do
     rope) timeout 300 python3 benchmarks/bench_rope.py --out "$OUT" 2>&1 | tail -45 ;;
     gate) timeout 240 python3 benchmarks/bench_sigmoid_gate.py --out "$OUT" 2>&1 | tail -30 ;;
     sampling) timeout ${SAMPLING_TIMEOUT:-420} python3 benchmarks/bench_sampling.py --out "$OUT" 2>&1 | tail -40 ;;
+    attention) timeout 300 python3 benchmarks/bench_attention.py --out "$OUT" --sweep 2>&1 | tee "$OUT/attention.log" | grep -v -i warn | tail -25 ;;
     decode:*) m=${step#decode:}; c=${m#*:}; [ "$c" = "$m" ] && c=eager,inductor,rocm_fused_l1,rocm_fused_l2
              timeout ${DECODE_TIMEOUT:-560} python3 benchmarks/decode.py --models "${m%%:*}" --configs "$c" \
              --out "$OUT" --budget-s ${DECODE_BUDGET:-470} 2>&1 | tee "$OUT/decode_${m%%:*}.log" | grep -v -i "warn" | tail -40 ;;

@@ -29,6 +29,11 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         #   then Triton. AITER's rope_cached_positions_2c_fwd only when forced (not measured here).
         "rope": ("triton",),
         "rope_cached": ("amd_flashinfer", "triton"),
+        # decode_attention: our Triton split-KV kernel only; not measured on ROCm (verified on CPU stand-ins
+        #   and gfx942/gfx950 AOT compiles: no spills, LDS <= 32 KiB). AITER's paged-attention decode kernels
+        #   take per-row context lengths and a block table, not an arbitrary mask: they can serve only masks
+        #   proven to be causal-from-position, which the op's contract does not promise. Not a default.
+        "decode_attention": ("triton",),
     },
     "cuda": {
         "rms_norm": ("flashinfer", "triton"),
@@ -45,6 +50,14 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         #   (head dims 64/128/256/512), then Triton. Not yet measured: benchmarks/bench_rope.py.
         "rope": ("triton",),
         "rope_cached": ("flashinfer", "triton"),
+        # decode_attention: our Triton split-KV kernel. H200, per layer, CUDA graphs (benchmarks/results/
+        #   attention_layer.md, 2026-12-01): Llama-3.2-1B at 1024 slots 5.5 / 7.6 / 17.2 us at B = 1 / 8 / 32
+        #   vs Inductor's HF attention 15.7 / 48.5 / 165.5 us and flex_attention 6.8 / 13.2 / 23.4 us (2.2x the
+        #   HBM floor at B = 32); faster than Inductor at all 18 measured shapes (1.3-24x). FlashInfer 0.5.3 is
+        #   no provider: single_decode_with_kv_cache serves one request and takes no mask; the batch decode
+        #   wrapper's plan() copies indptr / lengths to the host (a sync, and lengths fixed at plan time) and
+        #   its decode kernels take no custom mask (read from flashinfer/decode.py, not run).
+        "decode_attention": ("triton",),
     },
     "cpu": {},
 }

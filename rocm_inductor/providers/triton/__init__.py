@@ -22,7 +22,8 @@ class TritonProvider(Provider):
 
     name = "triton"
     library = "triton"
-    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample"})
+    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample",
+                     "decode_attention"})
 
     def platform_ok(self, platform: Any) -> str | None:
         if platform.kind == "cpu" and not interpreting():
@@ -44,6 +45,8 @@ class TritonProvider(Provider):
             reason = self.kernels("rope").check(spec)
         if reason is None and op == "sample":
             reason = self.kernels("sampling").check(spec)
+        if reason is None and op == "decode_attention":
+            reason = self.kernels("attention").check(spec)
         return reason
 
     def rms_norm(self, x, weight, eps, offset):
@@ -72,3 +75,7 @@ class TritonProvider(Provider):
         return self.kernels("sampling").sample(scores, seed, temperature, temperature_value, top_k, top_k_value,
                                                top_p, top_p_value, min_p, min_p_value, ban, is_probs,
                                                top_k_first)
+
+    def decode_attention(self, q, k, v, mask, scale):
+        """See ``rocm_inductor.providers.triton.attention.decode_attention`` (split-KV, capture-safe)."""
+        return self.kernels("attention").decode_attention(q, k, v, mask, scale)
