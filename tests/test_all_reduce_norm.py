@@ -126,6 +126,12 @@ def _near_misses(rank: int, world: int) -> dict:
         "provider": "reference", "providers": {OP: "aiter"}, "strict": True})
     (miss,) = [m for m in rep.near_misses if m.pass_name == "all_reduce_norm"]
     assert rep.count(OP) == 0 and "aiter" in miss.reason and "ROCm only" in miss.reason, miss
+    # a dynamic token count (serving engines mark the batch dim): rewritten, no workspace bound needed here
+    hd, rd = torch.randn(6, H), torch.randn(6, H)
+    torch._dynamo.mark_dynamic(hd, 0)
+    torch._dynamo.mark_dynamic(rd, 0)
+    rep = rocm_inductor.explain(g, hd, rd, w, dry_run=True, options={"provider": "reference", "strict": True})
+    assert rep.count(OP) == 1, rep
     # the rms_norm pass off: nothing to extend, said so
     rep = rocm_inductor.explain(g, h, r, w, dry_run=True, options={
         "provider": "reference", "passes": {"rms_norm": False}, "strict": True})

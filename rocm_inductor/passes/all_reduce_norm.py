@@ -227,7 +227,9 @@ class AllReduceNormPass:
             n = ar
             while len(n.users) == 1 and (n is ar or n.target is _targets()[1] or n.target in VIEW_OPS):
                 n = next(iter(n.users))
-            if n.target is _targets()[1] or n.target in VIEW_OPS:  # stopped at a wait/view with several users
+            if n is ar:
+                reason = "the all-reduce's result is not waited on exactly once (wait_tensor): nothing to fuse"
+            elif n.target is _targets()[1] or n.target in VIEW_OPS:  # a wait/view with several users
                 users = ", ".join(sorted(str(u.target) for u in n.users))
                 reason = f"the all-reduced tensor has several users ({users}): the fused op does not return it"
             elif n.target is aten.add.Tensor:

@@ -53,7 +53,8 @@ def check_ar_norm(label: str, spec: dict[str, Any], world_sizes: tuple[int, ...]
         return f"hidden size {h} is not a static multiple of {hidden_multiple}{limit}"
     t = spec.get("max_tokens")
     if (max_tokens is not None or max_bytes is not None) and t is None:
-        return "the token count is symbolic with no upper bound: the kernel's buffers are sized at compile time"
+        return ("the token count is symbolic with no upper bound: the kernel's buffers are sized at compile time "
+                "(bound it: torch._dynamo.mark_dynamic(x, 0, max=N))")
     if max_tokens is not None and t > max_tokens:
         return f"{t} tokens exceed the {max_tokens}-token workspace: this all-reduce stays with Inductor"
     if max_bytes is not None:
