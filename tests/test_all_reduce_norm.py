@@ -406,3 +406,28 @@ def test_two_gpus_nccl(tmp_path):
     assert r0["compiled"]["ours"] == r1["compiled"]["ours"]
     if r0["compiled"]["providers"]:
         assert r0["compiled"]["ours"] == 4
+
+
+def test_flashinfer_check_reads_the_release():
+    """FlashInfer's check: Gemma only where the release's fusion takes ``weight_bias`` (0.6+), limits as data."""
+    from rocm_inductor.providers.flashinfer import FlashInferProvider
+
+    def fusion_053(allreduce_in, world_size, world_rank, token_num, hidden_dim, workspace_ptrs, launch_with_pdl,
+                   trigger_completion_at_end, fp32_acc, pattern_code, use_oneshot, allreduce_out, residual_in,
+                   residual_out, norm_out, quant_out, scale_out, rms_gamma, rms_eps, scale_factor, layout_code,
+                   metadata=None):
+        raise AssertionError("not called by check")
+
+    def fusion_0618(*args, metadata=None, block_quant_group_size=None, weight_bias=None, **kw):
+        raise AssertionError("not called by check")
+
+    fi = FlashInferProvider()
+    fi._checked = True
+    for fusion, gemma_ok in ((fusion_053, False), (fusion_0618, True)):
+        fi._module = types.SimpleNamespace(comm=types.SimpleNamespace(trtllm_allreduce_fusion=fusion))
+        assert fi.check(OP, _spec()) is None
+        assert (fi.check(OP, _spec(offset=1.0)) is None) == gemma_ok
+        assert "2048-token workspace" in fi.check(OP, _spec(tokens=4096, max_tokens=4096))
+        assert "need a weight" in fi.check(OP, _spec(weight_dtype=None))
+    fi._module = types.SimpleNamespace(comm=types.SimpleNamespace())
+    assert "no flashinfer.comm.trtllm_allreduce_fusion" in fi.check(OP, _spec())

@@ -58,7 +58,13 @@ class FlashInferProvider(Provider):
         if reason is None and op == "all_reduce_add_rms_norm":
             reason = check_ar_norm(self.label, spec, FLASHINFER_WORLD_SIZES, FLASHINFER_MAX_TOKENS, None,
                                    FLASHINFER_HIDDEN_MULTIPLE)
-            fusion = getattr(getattr(self.lib(), "comm", None), "trtllm_allreduce_fusion", None)
+            comm, fusion = None, None
+            if reason is None:
+                try:
+                    comm = self._comm()
+                except Exception as e:  # flashinfer.comm loads libcudart through ctypes at import
+                    reason = f"import flashinfer.comm failed: {type(e).__name__}: {e}"
+            fusion = getattr(comm, "trtllm_allreduce_fusion", None)
             if reason is None and fusion is None:
                 reason = f"this {self.label} release has no flashinfer.comm.trtllm_allreduce_fusion"
             if reason is None and spec.get("offset", 0.0) != 0.0:
@@ -67,6 +73,14 @@ class FlashInferProvider(Provider):
                 if not takes(fusion, "weight_bias"):
                     reason = f"this {self.label} release's all-reduce fusion has no Gemma weight_bias (0.6+)"
         return reason
+
+    def _comm(self) -> Any:
+        """``flashinfer.comm`` (``import flashinfer`` does not import it)."""
+        import importlib
+
+        lib = self.lib()
+        comm = getattr(lib, "comm", None)
+        return comm if comm is not None else importlib.import_module(f"{lib.__name__}.comm")
 
     def _ar_workspace(self, comm: Any, group_name: str, hidden: int, dtype: torch.dtype) -> torch.Tensor:
         """The IPC workspace of ``group_name`` for ``hidden`` (collective on first use; cached after).
@@ -101,7 +115,7 @@ class FlashInferProvider(Provider):
         import torch.distributed as dist
         from torch.distributed.distributed_c10d import _resolve_process_group
 
-        comm = self.lib().comm
+        comm = self._comm()
         shape, h = x.shape, x.shape[-1]
         x2 = x.reshape(-1, h).contiguous()
         r2 = residual.reshape(-1, h).contiguous()
