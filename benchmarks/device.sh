@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Device runs in one call: bash benchmarks/device.sh STEP... (carry .whl with FlashInfer 0.5.3, DEVICE.md).
-# Steps: tests (every gpu-marked test), example, norm, rope, gate, sampling, attention, gemm, decode:MODEL[:CONFIGS]
+# Steps: tests (every gpu-marked test), example, norm, rope, gate, sampling, attention, gemm, tp (2 GPUs),
+# decode:MODEL[:CONFIGS]
 # (one model family per device call, e.g. decode:llama or decode:qwen3:rocm_fused_l2), decode-chart (one PNG
 # from the committed benchmarks/results/decode_*.csv); gemm takes its bench_gemm_levels.py flags from
 # $GEMM_ARGS. Results land in $OUT.
@@ -33,6 +34,8 @@ for step in "$@"; do
              timeout ${DECODE_TIMEOUT:-560} python3 benchmarks/decode.py --models "${m%%:*}" --configs "$c" \
              --out "$OUT" --budget-s ${DECODE_BUDGET:-470} 2>&1 | tee "$OUT/decode_${m%%:*}.log" | grep -v -i "warn" | tail -40 ;;
     decode-chart) python3 benchmarks/decode.py --chart benchmarks/results/decode_*.csv --out "$OUT" ;;
+    tp) TORCH_SYMM_MEM_DISABLE_MULTICAST=1 timeout ${TP_TIMEOUT:-560} torchrun --nproc-per-node 2 \
+             benchmarks/bench_tp.py --out "$OUT" 2>&1 | tee "$OUT/tp.log" | grep -v -i "warn" | tail -60 ;;  # 2 GPUs
     gemm) timeout ${GEMM_TIMEOUT:-560} python3 benchmarks/bench_gemm_levels.py --out "$OUT" --budget-s ${GEMM_BUDGET:-420} ${GEMM_ARGS:-} 2>&1 | tail -30 ;;
   esac
 done

@@ -34,6 +34,11 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         #   take per-row context lengths and a block table, not an arbitrary mask: they can serve only masks
         #   proven to be causal-from-position, which the op's contract does not promise. Not a default.
         "decode_attention": ("triton",),
+        # all_reduce_add_rms_norm: AITER's fused all-reduce + RMSNorm (custom all-reduce, IPC buffers
+        #   registered once by its own TP group). Written against its source, verified on CPU stand-ins only;
+        #   its bf16 rounding is not measured (its norm module truncates on gfx942, ROCm/aiter#5151), and the
+        #   pass is off (PASS_DEFAULTS): measure on 2 GPUs first.
+        "all_reduce_add_rms_norm": ("aiter",),
     },
     "cuda": {
         "rms_norm": ("flashinfer", "triton"),
@@ -58,6 +63,9 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         #   wrapper's plan() copies indptr / lengths to the host (a sync, and lengths fixed at plan time) and
         #   its decode kernels take no custom mask (read from flashinfer/decode.py, not run).
         "decode_attention": ("triton",),
+        # all_reduce_add_rms_norm: FlashInfer's TRT-LLM all-reduce fusion (IPC workspace, never its multicast
+        #   backend). Not yet measured: benchmarks/bench_tp.py on 2 GPUs; the pass is off until then.
+        "all_reduce_add_rms_norm": ("flashinfer",),
     },
     "cpu": {},
 }
@@ -81,8 +89,11 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     #   tokens up (the extern op needs its own q/k/cos/sin layouts, copies Inductor fuses away); the op alone
     #   is 0.85-1.24x.
     #   ROCm: off too until measured there. Enable with options={"passes": {"rope": True}}.
-    "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False},
-    "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": True, "rope": False},
+    # all_reduce_norm: OFF everywhere. Not measured: it needs 2 GPUs (benchmarks/bench_tp.py, issue 18); the
+    #   CPU gloo tests show only that it matches and is exact. Enable with options={"passes":
+    #   {"all_reduce_norm": True}} (it rewrites what the rms_norm pass left, so keep that pass on).
+    "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False, "all_reduce_norm": False},
+    "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": True, "rope": False, "all_reduce_norm": False},
     "cpu": {},
 }
 

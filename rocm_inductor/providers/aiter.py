@@ -5,6 +5,17 @@ gfx942 (ROCm/aiter#5151; a residual shrank ~9% over 64 layers) and ``rms_norm`` 
 hidden sizes (ROCm/aiter#5044). Used only when a user forces ``provider="aiter"``. The positional order of
 ``rmsnorm2d_fwd_with_add`` changed between releases, so everything after ``weight`` goes by keyword.
 Verified on CPU stand-ins only (no AMD GPU here).
+
+All-reduce + residual add + RMSNorm (``all_reduce_add_rms_norm``): AITER's entry point is
+``aiter.dist.communication_op.tensor_model_parallel_fused_allreduce_rmsnorm(input_, residual_inp_, weight_,
+eps, prefill_support=False, x_pad_to_multiple=0, gemma_norm=False) -> (out, residual_out)`` (read from
+ROCm/aiter main, 2026-08: ``aiter/dist/communication_op.py``; it dispatches to ``CudaCommunicator.
+fused_allreduce_rmsnorm`` in ``aiter/dist/device_communicators/communicator_cuda.py``, whose fused kernel is
+``aiter/ops/custom_all_reduce.py:fused_allreduce_rmsnorm``). It works on AITER's own TP group, whose custom
+all-reduce registers its IPC buffers once (``init_distributed_environment`` +
+``ensure_model_parallel_initialized``); outside AITER's ``graph_capture()`` a captured call copies the input
+into that registered buffer (capture-safe). So ``check`` accepts a match only when AITER's TP group exists and
+has exactly the graph's group's ranks. A stand-in-verified wrapper: never run on an AMD GPU.
 """
 
 from __future__ import annotations
@@ -14,6 +25,7 @@ from typing import Any
 import torch
 
 from . import Provider
+from ._ar_norm_limits import AITER_MAX_BYTES, AITER_MAX_HIDDEN, AITER_WORLD_SIZES, check_ar_norm
 from ._norm_limits import check_half_same_dtype_weight
 from ._rope_limits import check_vendor_rope, token_major
 
@@ -28,7 +40,8 @@ class AiterProvider(Provider):
 
     name = "aiter"
     library = "aiter"
-    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sample", "rope", "rope_cached"})
+    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sample", "rope", "rope_cached",
+                     "all_reduce_add_rms_norm"})
 
     def platform_ok(self, platform: Any) -> str | None:
         if platform.kind != "rocm":
@@ -47,6 +60,8 @@ class AiterProvider(Provider):
             return check_sample("aiter", aiter_sampler(self.lib()), spec, seeded=False)
         if op in ("rope", "rope_cached"):
             return check_vendor_rope("aiter", op, spec, AITER_ROPE_HEAD_DIMS)
+        if op == "all_reduce_add_rms_norm":
+            return self._check_ar_norm(spec)
         reason = check_half_same_dtype_weight("aiter", spec)
         if reason is not None:
             return reason
@@ -56,6 +71,52 @@ class AiterProvider(Provider):
         if not isinstance(hidden, int) or hidden % 8:
             return f"hidden size {hidden} is not a static multiple of 8 (ROCm/aiter#5044 corrupted rows)"
         return None
+
+    def _check_ar_norm(self, spec: dict[str, Any]) -> str | None:
+        """Limits of AITER's fused all-reduce + RMSNorm (``_ar_norm_limits``) and its TP-group state."""
+        reason = check_ar_norm("aiter", spec, AITER_WORLD_SIZES, None, AITER_MAX_BYTES, 8, AITER_MAX_HIDDEN)
+        if reason is not None:
+            return reason
+        import importlib
+
+        from ._vendor_sampling import takes
+
+        try:
+            self.lib()
+            comm = importlib.import_module("aiter.dist.communication_op")
+            state = importlib.import_module("aiter.dist.parallel_state")
+        except Exception as e:  # an older AITER without aiter.dist
+            return f"aiter has no aiter.dist.communication_op ({type(e).__name__}: {e})"
+        fn = getattr(comm, "tensor_model_parallel_fused_allreduce_rmsnorm", None)
+        if fn is None:
+            return "this aiter release has no tensor_model_parallel_fused_allreduce_rmsnorm"
+        if spec.get("offset", 0.0) != 0.0 and not takes(fn, "gemma_norm"):
+            return "this aiter release's fused all-reduce + RMSNorm has no gemma_norm"
+        if not state.model_parallel_is_initialized():
+            return ("AITER's TP group is not initialised (call aiter.dist.parallel_state."
+                    "init_distributed_environment and ensure_model_parallel_initialized(tp, 1) before "
+                    "compiling: its IPC buffers are registered there, once)")
+        ranks = tuple(state.get_tp_group().ranks)
+        if spec.get("group_ranks") != ranks:
+            return f"the graph's group has ranks {spec.get('group_ranks')}, AITER's TP group {ranks}"
+        return None
+
+    def all_reduce_add_rms_norm(self, x, residual, weight, eps, offset, group_name):
+        """AITER's ``tensor_model_parallel_fused_allreduce_rmsnorm`` on (tokens, H) views, over AITER's TP
+        group (``check`` verified at compile time that it has ``group_name``'s ranks). Arguments after
+        ``eps`` go by keyword. Returns fresh ``(y, x_reduced + residual)``. Stand-in verified only."""
+        import importlib
+
+        self.lib()
+        fn = importlib.import_module("aiter.dist.communication_op").tensor_model_parallel_fused_allreduce_rmsnorm
+        shape, h = x.shape, x.shape[-1]
+        x2 = x.reshape(-1, h).contiguous()
+        r2 = residual.reshape(-1, h).contiguous()
+        if x2.shape[0] == 0:
+            return torch.empty_like(x2).view(shape), torch.empty_like(r2).view(shape)
+        kw = {"gemma_norm": True} if offset == 1.0 else {}
+        out, res_out = fn(x2, r2, weight, float(eps), **kw)
+        return out.view(shape), res_out.view(shape)
 
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float) -> torch.Tensor:
         """(..., H) -> (..., H) via ``aiter.rms_norm`` on a 2D view."""

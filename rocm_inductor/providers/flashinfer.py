@@ -14,6 +14,12 @@ from typing import Any
 import torch
 
 from . import Provider
+from ._ar_norm_limits import (
+    FLASHINFER_HIDDEN_MULTIPLE,
+    FLASHINFER_MAX_TOKENS,
+    FLASHINFER_WORLD_SIZES,
+    check_ar_norm,
+)
 from ._norm_limits import check_half_same_dtype_weight
 from ._rope_limits import check_vendor_rope, token_major
 
@@ -23,8 +29,15 @@ class FlashInferProvider(Provider):
 
     name = "flashinfer"
     library = "flashinfer"
-    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sample", "rope", "rope_cached"})
+    ops = frozenset({"rms_norm", "fused_add_rms_norm", "sample", "rope", "rope_cached",
+                     "all_reduce_add_rms_norm"})
     label = "FlashInfer"
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: (group name, hidden, dtype) -> (ipc handles, workspace pointer tensor): allocated once, at the
+        #: first call outside capture, then reused by every call and every graph replay.
+        self._ar_workspaces: dict[tuple[str, int, torch.dtype], tuple[Any, torch.Tensor]] = {}
 
     def platform_ok(self, platform: Any) -> str | None:
         if platform.kind != "cuda":
@@ -42,7 +55,85 @@ class FlashInferProvider(Provider):
             reason = check_sample(self.label, fn, spec, seeded=takes(fn, "seed") and takes(fn, "offset"))
         if reason is None and op in ("rope", "rope_cached"):
             reason = check_vendor_rope(self.label, op, spec)
+        if reason is None and op == "all_reduce_add_rms_norm":
+            reason = check_ar_norm(self.label, spec, FLASHINFER_WORLD_SIZES, FLASHINFER_MAX_TOKENS, None,
+                                   FLASHINFER_HIDDEN_MULTIPLE)
+            comm, fusion = None, None
+            if reason is None:
+                try:
+                    comm = self._comm()
+                except Exception as e:  # flashinfer.comm loads libcudart through ctypes at import
+                    reason = f"import flashinfer.comm failed: {type(e).__name__}: {e}"
+            fusion = getattr(comm, "trtllm_allreduce_fusion", None)
+            if reason is None and fusion is None:
+                reason = f"this {self.label} release has no flashinfer.comm.trtllm_allreduce_fusion"
+            if reason is None and spec.get("offset", 0.0) != 0.0:
+                from ._vendor_sampling import takes
+
+                if not takes(fusion, "weight_bias"):
+                    reason = f"this {self.label} release's all-reduce fusion has no Gemma weight_bias (0.6+)"
         return reason
+
+    def _comm(self) -> Any:
+        """``flashinfer.comm`` (``import flashinfer`` does not import it)."""
+        import importlib
+
+        lib = self.lib()
+        comm = getattr(lib, "comm", None)
+        return comm if comm is not None else importlib.import_module(f"{lib.__name__}.comm")
+
+    def _ar_workspace(self, comm: Any, group_name: str, hidden: int, dtype: torch.dtype) -> torch.Tensor:
+        """The IPC workspace of ``group_name`` for ``hidden`` (collective on first use; cached after).
+
+        Raises:
+            RuntimeError: the first use is inside a CUDA graph capture (allocation and the IPC handle
+                exchange cannot be captured: run one eager step, or Inductor's warm-up, first).
+        """
+        key = (group_name, hidden, dtype)
+        if key not in self._ar_workspaces:
+            if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+                raise RuntimeError("rocm_fused: FlashInfer's all-reduce workspace must be created before graph "
+                                   "capture (run one step eagerly first)")
+            import torch.distributed as dist
+            from torch.distributed.distributed_c10d import _resolve_process_group
+
+            pg = _resolve_process_group(group_name)
+            made = comm.trtllm_create_ipc_workspace_for_all_reduce_fusion(
+                dist.get_rank(pg), pg.size(), FLASHINFER_MAX_TOKENS, hidden,
+                use_fp32_lamport=dtype == torch.float32, group=pg)
+            self._ar_workspaces[key] = (made[0], made[1])
+        return self._ar_workspaces[key][1]
+
+    def all_reduce_add_rms_norm(self, x, residual, weight, eps, offset, group_name):
+        """``trtllm_allreduce_fusion(kARResidualRMSNorm)``: sum over ranks in float32 (``fp32_acc``), add the
+        residual, write the rounded sum to ``residual_out`` and the norm to ``norm_out`` (fresh tensors).
+
+        x, residual: (..., H) fp16/bf16 of one shape (flattened to (tokens, H)); tokens <=
+        ``FLASHINFER_MAX_TOKENS`` (``check`` refuses more). ``use_oneshot=None`` lets FlashInfer's own
+        size heuristic pick one-shot or two-shot.
+        """
+        import torch.distributed as dist
+        from torch.distributed.distributed_c10d import _resolve_process_group
+
+        comm = self._comm()
+        shape, h = x.shape, x.shape[-1]
+        x2 = x.reshape(-1, h).contiguous()
+        r2 = residual.reshape(-1, h).contiguous()
+        norm_out, res_out = torch.empty_like(x2), torch.empty_like(r2)
+        if x2.shape[0] == 0:
+            return norm_out.view(shape), res_out.view(shape)
+        pg = _resolve_process_group(group_name)
+        kw: dict[str, Any] = {}
+        if offset != 0.0:
+            kw["weight_bias"] = float(offset)
+        comm.trtllm_allreduce_fusion(
+            allreduce_in=x2, world_size=pg.size(), world_rank=dist.get_rank(pg), token_num=x2.shape[0],
+            hidden_dim=h, workspace_ptrs=self._ar_workspace(comm, group_name, h, x.dtype),
+            launch_with_pdl=False, trigger_completion_at_end=True, fp32_acc=True,
+            pattern_code=comm.AllReduceFusionPattern.kARResidualRMSNorm, use_oneshot=None,
+            allreduce_out=None, residual_in=r2, residual_out=res_out, norm_out=norm_out, quant_out=None,
+            scale_out=None, rms_gamma=weight, rms_eps=float(eps), scale_factor=None, layout_code=None, **kw)
+        return norm_out.view(shape), res_out.view(shape)
 
     def sample(self, scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value,
                min_p, min_p_value, ban, is_probs, top_k_first):

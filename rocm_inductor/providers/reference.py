@@ -52,6 +52,27 @@ def fused_add_rms_norm_ref(
     return rms_norm_ref(s, weight, eps, offset), s
 
 
+def all_reduce_add_rms_norm_ref(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float, offset: float,
+    group_name: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tensor-parallel all-reduce (sum) then :func:`fused_add_rms_norm_ref`, as the unfused graph runs it.
+
+    The all-reduce is ``_c10d_functional.all_reduce`` + ``wait_tensor`` (result in ``x.dtype``), so it runs
+    on any backend the group has (NCCL/RCCL on GPUs, gloo on CPU). A collective: every rank must call it.
+
+    Args:
+        x, residual: (..., H) of one shape and float dtype; weight, eps, offset: as in :func:`rms_norm_ref`.
+        group_name: the c10d group's name (as ``_c10d_functional`` ops take it).
+
+    Returns:
+        ``(y, s)`` with ``s = all_reduce(x) + residual``, both (..., H) of ``x.dtype``, contiguous.
+    """
+    fc = torch.ops._c10d_functional
+    reduced = fc.wait_tensor(fc.all_reduce(x.contiguous(), "sum", group_name))
+    return fused_add_rms_norm_ref(reduced, residual, weight, eps, offset)
+
+
 def sigmoid_gate_ref(x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
     """Sigmoid output gate of gated attention (Qwen3-Next, HY-V4): ``x * sigmoid(gate)``.
 
@@ -143,7 +164,7 @@ class ReferenceProvider(Provider):
     name = "reference"
     library = None
     ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample",
-                     "decode_attention"})
+                     "decode_attention", "all_reduce_add_rms_norm"})
 
     def rms_norm(self, x, weight, eps, offset):
         """See :func:`rms_norm_ref`."""
@@ -152,6 +173,10 @@ class ReferenceProvider(Provider):
     def fused_add_rms_norm(self, x, residual, weight, eps, offset):
         """See :func:`fused_add_rms_norm_ref`."""
         return fused_add_rms_norm_ref(x, residual, weight, eps, offset)
+
+    def all_reduce_add_rms_norm(self, x, residual, weight, eps, offset, group_name):
+        """See :func:`all_reduce_add_rms_norm_ref`."""
+        return all_reduce_add_rms_norm_ref(x, residual, weight, eps, offset, group_name)
 
     def sigmoid_gate(self, x, gate):
         """See :func:`sigmoid_gate_ref`."""

@@ -1,0 +1,240 @@
+"""Tensor-parallel all-reduce + residual add + RMSNorm -> ``rocm_fused::all_reduce_add_rms_norm``.
+
+In a tensor-parallel decoder each row-parallel projection (attention's o_proj, the MLP's down_proj) ends in
+an all-reduce (sum) across the ranks, then the residual add and the next RMSNorm. Under torch.compile that
+reaches the post-grad graph as ``_c10d_functional.all_reduce(t, "sum", group_name)`` -> ``wait_tensor`` ->
+add -> RMSNorm, from either spelling:
+- gpt-fast's ``tp.py``: ``funcol.all_reduce(output, "sum", list(range(world_size)))`` in a forward hook
+  (the rank list is resolved to the group's name while tracing);
+- ``torch.distributed.all_reduce(h)`` on the projection's output (Dynamo turns the in-place collective
+  into the functional one).
+This pass runs after the ``rms_norm`` pass (``passes/__init__.py`` order) and so inherits its spellings,
+weight forms and Gemma offset: it rewrites
+- ``fused_add_rms_norm(wait(all_reduce(t)), residual, ...)`` (the reduced tensor as either operand), and
+- ``rms_norm(add(wait(all_reduce(t)), residual), ...)`` (the add left apart, e.g. no provider took the
+  fused op), whose sum may also be used as the next residual.
+Between ``wait_tensor`` and the add only reshapes / views and a broadcast over leading size-1 dims may sit
+(gpt-fast's attention hook all-reduces ``output[0]``, which the add broadcasts back over a batch of one).
+Deliberately left alone, each reported as a near-miss with its reason: a reduce op other than sum; a
+reduced tensor that is also used elsewhere (the fused op does not return it); one that feeds anything but
+a residual add (Granite's scaled ``residual + h * m``); an add whose sum is not normalised; any match no
+provider takes (token counts beyond a vendor workspace, world sizes it has no kernel for). If the ``rms_norm``
+pass did not run, the norms are still ATen ops and nothing here matches (reported).
+
+   t ─► all_reduce ─► wait ─► + ─► rocm_fused::fused_add_rms_norm ─► (y, s)
+                       residual ┘                      ==>   rocm_fused::all_reduce_add_rms_norm(t, residual, ...)
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+import torch
+from torch._inductor.pattern_matcher import stable_topological_sort
+from torch.fx import Graph, Node
+
+from ..ops.all_reduce_norm import all_reduce_norm_spec
+from ..report import Match as MatchRecord
+from ..report import NearMiss, describe, dtype_name, location_of
+from .manager import PassContext
+
+aten = torch.ops.aten
+_fc = torch.ops._c10d_functional
+OP = "all_reduce_add_rms_norm"
+
+#: Shape-only ops allowed between ``wait_tensor`` and the residual add (row-major: they commute with an
+#: elementwise all-reduce).
+VIEW_OPS = frozenset({aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.alias.default})
+
+
+def _targets() -> tuple[Any, Any, Any, Any]:
+    return (_fc.all_reduce.default, _fc.wait_tensor.default, torch.ops.rocm_fused.fused_add_rms_norm.default,
+            torch.ops.rocm_fused.rms_norm.default)
+
+
+def _val(n: Any) -> Any:
+    return n.meta.get("val") if isinstance(n, Node) else None
+
+
+def _group_name(g: Any) -> str | None:
+    """The group's name as a string (torch 2.13's schema takes ``Any``: a ProcessGroup object has one)."""
+    if isinstance(g, str):
+        return g
+    name = getattr(g, "group_name", None)
+    return name if isinstance(name, str) else None
+
+
+def _reduced_chain(n: Any) -> tuple[Node, list[Node]] | None:
+    """If ``n`` is ``wait_tensor(all_reduce(t))`` behind views: (the all_reduce node, [wait, views...])."""
+    all_reduce, wait = _targets()[:2]
+    chain: list[Node] = []
+    while isinstance(n, Node) and n.op == "call_function" and n.target in VIEW_OPS:
+        chain.append(n)
+        n = n.args[0]
+    if isinstance(n, Node) and n.target is wait and isinstance(n.args[0], Node) \
+            and n.args[0].target is all_reduce:
+        return n.args[0], [n, *reversed(chain)]
+    return None
+
+
+def _max_tokens(val: Any) -> int | None:
+    """Product of the leading dims of fake tensor ``val``: its value, or its ShapeEnv upper bound."""
+    lead = list(val.shape[:-1])
+    if all(isinstance(d, int) for d in lead):
+        return math.prod(lead)
+    from ..lowerings.gemm_buckets import m_upper_bound
+
+    prod = math.prod(lead)
+    env = next((d.node.shape_env for d in lead if isinstance(d, torch.SymInt)), None)
+    return m_upper_bound(prod, getattr(env, "var_to_range", None))
+
+
+def _fake_call(fn: Any, *args: Any) -> Any:
+    """Run ``fn`` under the fake mode of the first fake tensor in ``args`` (the graph's ``meta["val"]``)."""
+    from torch._guards import detect_fake_mode
+
+    mode = detect_fake_mode([a for a in args if isinstance(a, torch.Tensor)])
+    if mode is None:
+        return fn(*args)
+    with mode:
+        return fn(*args)
+
+
+class AllReduceNormPass:
+    """The tensor-parallel all-reduce + add + RMSNorm pass (see module docstring)."""
+
+    name = "all_reduce_norm"
+    ops = (OP,)
+
+    def __call__(self, graph: Graph, ctx: PassContext) -> None:
+        all_reduce, _, fused, rms = _targets()
+        done: set[str] = set()
+        for node in list(graph.nodes):
+            if node.op == "call_function" and node.target in (fused, rms):
+                name = self._try(graph, ctx, node, node.target is fused)
+                if name:
+                    done.add(name)
+        if done:  # a consumer of the new residual may sit between the add and the norm: move it down
+            stable_topological_sort(graph)
+        for ar in graph.find_nodes(op="call_function", target=all_reduce):
+            self._explain(ctx, ar, "rms_norm" in ctx.report.passes_run)
+
+    # -- one candidate -----------------------------------------------------------------------------------
+    def _try(self, graph: Graph, ctx: PassContext, norm: Node, is_fused: bool) -> str | None:
+        """Rewrite ``norm`` (a ``fused_add_rms_norm`` / ``rms_norm`` node) if an all-reduce feeds its add."""
+        if is_fused:
+            a, b, w, eps, offset = norm.args[:5]
+            add = None
+        else:
+            add = norm.args[0]
+            w, eps, offset = norm.args[1:4]
+            if not (isinstance(add, Node) and add.target is aten.add.Tensor and len(add.args) == 2
+                    and not add.kwargs and all(isinstance(o, Node) for o in add.args)):
+                return None
+            a, b = add.args
+        found = next(((c, r) for c, r in ((_reduced_chain(a), b), (_reduced_chain(b), a)) if c is not None),
+                     None)
+        if found is None:
+            return None
+        (ar, chain), residual = found
+        anchor, where = ar.name, location_of(norm)
+
+        def miss(reason: str) -> None:
+            ctx.near_miss(anchor, NearMiss(self.name, "all-reduce + residual add + RMSNorm", reason, where))
+
+        reduce_op, group = ar.args[1], _group_name(ar.args[2])
+        if str(reduce_op).lower() != "sum":
+            return miss(f"the all-reduce's op is {reduce_op!r}, not 'sum': not a tensor-parallel partial sum")
+        if group is None:
+            return miss(f"the all-reduce's group {ar.args[2]!r} is not a group name")
+        for n in (ar, *chain):
+            if len(n.users) != 1:
+                others = ", ".join(sorted(str(u.target) for u in n.users))
+                return miss(f"the all-reduced tensor is also used elsewhere ({others}); the fused op does not "
+                            "return it: left to Inductor")
+        t_val, r_val, red_val = _val(ar.args[0]), _val(residual), _val(chain[-1])
+        out_val = _val(add) if add is not None else r_val
+        if t_val is None or r_val is None or red_val is None or out_val is None:
+            return None
+        if red_val.dtype != r_val.dtype or out_val.dtype != r_val.dtype:
+            return miss(f"the residual add mixes dtypes ({dtype_name(red_val)} + {dtype_name(r_val)}): not a "
+                        "residual add in the model dtype")
+        if tuple(out_val.shape) != tuple(r_val.shape):
+            return miss(f"the residual {tuple(r_val.shape)} is broadcast to {tuple(out_val.shape)}: not a "
+                        "residual add")
+        x_arg: Any = ar.args[0]
+        if tuple(t_val.shape) != tuple(r_val.shape):
+            same = t_val.numel() == r_val.numel() and t_val.shape[-1] == r_val.shape[-1]
+            if not (same and all(isinstance(d, int) for d in r_val.shape)):
+                return miss(f"the all-reduced tensor {tuple(t_val.shape)} is not a row-major view of the "
+                            f"residual {tuple(r_val.shape)} (or the shapes are symbolic)")
+            x_arg = None  # reshaped below
+        spec = all_reduce_norm_spec(r_val, _val(w), float(offset), group, _max_tokens(r_val))
+        choice = ctx.choose(OP, spec)
+        if choice.provider is None:
+            return miss(choice.why_not)
+
+        with graph.inserting_before(norm):
+            if x_arg is None:
+                shape = [int(d) for d in r_val.shape]
+                x_arg = graph.call_function(aten.reshape.default, (ar.args[0], shape))
+                x_arg.meta["val"] = _fake_call(lambda t: t.reshape(shape), t_val)
+            args = (x_arg, residual, w, eps, offset, group, choice.provider)
+            new = graph.call_function(torch.ops.rocm_fused.all_reduce_add_rms_norm.default, args)
+            new.meta["val"] = _fake_call(
+                lambda x, r, wv: torch.ops.rocm_fused.all_reduce_add_rms_norm(x, r, wv, *args[3:]),
+                _val(x_arg), r_val, _val(w))
+            for key in ("stack_trace", "nn_module_stack"):
+                if key in norm.meta:
+                    new.meta[key] = norm.meta[key]
+            y = graph.call_function(operator.getitem, (new, 0))
+            s = graph.call_function(operator.getitem, (new, 1))
+            y.meta["val"], s.meta["val"] = new.meta["val"]
+        if is_fused:
+            for u in list(norm.users):  # getitem(norm, i) -> getitem(new, i)
+                u.replace_all_uses_with(y if u.args[1] == 0 else s)
+                graph.erase_node(u)
+            norm.replace_all_uses_with(new)
+        else:
+            norm.replace_all_uses_with(y)
+        graph.erase_node(norm)
+        if add is not None:
+            add.replace_all_uses_with(s)
+            graph.erase_node(add)
+        for n in reversed([ar, *chain]):
+            graph.erase_node(n)
+        for n in (y, s):
+            if not n.users:
+                graph.erase_node(n)
+        shape_s, dtype_s = describe(r_val)
+        ctx.pending = choice
+        ctx.matched(anchor, MatchRecord(self.name, OP, choice.provider, shape_s, dtype_s, where))
+        ctx.pending = None
+        return anchor
+
+    # -- what was left --------------------------------------------------------------------------------------
+    def _explain(self, ctx: PassContext, ar: Node, rms_ran: bool) -> None:
+        """Near-miss for an all-reduce nothing rewrote (the candidates in :meth:`_try` already have one)."""
+        what, where = "all-reduce + residual add + RMSNorm", location_of(ar)
+        if str(ar.args[1]).lower() != "sum":
+            reason = f"the all-reduce's op is {ar.args[1]!r}, not 'sum': not a tensor-parallel partial sum"
+        elif not rms_ran:
+            reason = ("the rms_norm pass did not run on this graph, so no RMSNorm was rewritten for this pass to "
+                      "extend; enable both: options={'passes': {'rms_norm': True, 'all_reduce_norm': True}}")
+        else:
+            n = ar
+            while len(n.users) == 1 and (n is ar or n.target is _targets()[1] or n.target in VIEW_OPS):
+                n = next(iter(n.users))
+            if n is ar:
+                reason = "the all-reduce's result is not waited on exactly once (wait_tensor): nothing to fuse"
+            elif n.target is _targets()[1] or n.target in VIEW_OPS:  # a wait/view with several users
+                users = ", ".join(sorted(str(u.target) for u in n.users))
+                reason = f"the all-reduced tensor has several users ({users}): the fused op does not return it"
+            elif n.target is aten.add.Tensor:
+                reason = ("its residual add is not followed by an RMSNorm the rms_norm pass rewrote (see that "
+                          "pass's near-misses): nothing to fuse")
+            else:
+                reason = f"the all-reduced tensor feeds {n.target}, not a residual add followed by an RMSNorm"
+        ctx.near_miss(ar.name, NearMiss(self.name, what, reason, where), overwrite=False)
