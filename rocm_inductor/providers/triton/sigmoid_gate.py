@@ -232,7 +232,7 @@ def aot_cases() -> list[dict[str, Any]]:
     """
     rocm = {id(c) for c in prune_configs(CONFIGS, 64)}
     div = [["tt.divisibility", 16]]
-    return [{"name": f"sigmoid_gate BLOCK={c.kwargs['BLOCK']}", "fn": _sigmoid_gate_kernel,
+    return [{"name": f"sigmoid_gate BLOCK={c.kwargs['BLOCK']} warps={c.num_warps}", "fn": _sigmoid_gate_kernel,
              "signature": {"X": "*bf16", "G": "*bf16", "Y": "*bf16", "n": "i32", "size_bucket": "i32",
                            "BLOCK": "constexpr"},
              "constexprs": {"BLOCK": c.kwargs["BLOCK"]}, "num_warps": c.num_warps,
