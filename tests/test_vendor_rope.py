@@ -72,3 +72,20 @@ def test_prefer_native_leaves_other_backend_literals_alone():
 
     assert _prefer_native(upstream) is upstream
     assert _prefer_native(fork)(0, 0, 0, 0, 0) == "native"
+
+
+@pytest.mark.parametrize("rd", [64, 32])
+def test_aiter_rope_cached_real_signature(rd, monkeypatch):
+    """AITER: [s, b, h, d] layout, int64 positions [s, b], rd/2-wide cos/sin; partial rotary copies the tail."""
+    calls: list = []
+    vendor_standins.install(monkeypatch, vendor_standins.aiter("0.1.5", calls))
+    prov = get_provider("aiter")
+    prov.reset()
+    q, k, pos, cache = _case(5)
+    cache = cache[:, :rd // 2].repeat(1, 2) if rd < 64 else cache  # any [max_pos, rd] NeoX table
+    for inter in (False, True):
+        got = prov.rope_cached(q, k, pos[:, None], cache, rd, inter)
+        want = rope_cached_ref(q, k, pos[:, None], cache, rd, inter)
+        assert all(torch.equal(a, b) for a, b in zip(got, want))
+    assert calls[-1][1] == torch.int64
+    prov.reset()

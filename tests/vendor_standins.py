@@ -218,9 +218,28 @@ def aiter(line: str, calls: list) -> dict[str, types.ModuleType]:
                       None if maybe_top_p_arr is None else maybe_top_p_arr.float(), float(top_p_val)))
         return probs.argmax(-1).to(torch.int32)
 
+    def rope_cached_positions_2c_fwd(input_x, input_y, cos, sin, positions, rotate_style, reuse_freqs_front_part,
+                                     nope_first, transpose_output=False):
+        """aiter/ops/rope.py (v0.1.5-v0.1.20): [s, b, h, d] x/y, cos/sin [max_pos, 1, 1, rd/2] (any of
+        fp32/fp16/bf16, rope_common.h dispatch), int64 positions [s, b] (default build), nope_first=False
+        rotates [0, rd) and copies the rest (rope_common.h)."""
+        if positions.dtype != torch.int64:
+            raise RuntimeError(f"rope_cached_positions_2c_fwd does not support positions dtype {positions.dtype}")
+        s_, b_, _, d = input_x.shape
+        assert positions.shape == (s_, b_) and reuse_freqs_front_part and not nope_first
+        calls.append(("rope_cached_positions_2c_fwd", positions.dtype, cos.dtype, rotate_style))
+        h = cos.shape[-1]
+        table = torch.cat([cos.reshape(-1, h), sin.reshape(-1, h)], -1).float()
+        outs = []
+        for t in (input_x, input_y):
+            o, _ = rope_cached_ref(t, None, positions[..., None], table, 2 * h, rotate_style == 1)
+            outs.append(o)
+        return outs[0], outs[1]
+
     sampling = _module("aiter.ops.sampling", top_k_top_p_sampling_from_probs=top_k_top_p_sampling_from_probs)
     ai = _module("aiter", __version__=f"{line}+standin", rms_norm=rms_norm,
-                 rmsnorm2d_fwd_with_add=rmsnorm2d_fwd_with_add)
+                 rmsnorm2d_fwd_with_add=rmsnorm2d_fwd_with_add,
+                 rope_cached_positions_2c_fwd=rope_cached_positions_2c_fwd)
     ops = _module("aiter.ops")  # not an attribute of ``aiter``: its __init__ does not import ops.sampling
     return {"aiter": ai, "aiter.ops": ops, "aiter.ops.sampling": sampling}
 
