@@ -48,7 +48,7 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         # sample: our capture-safe Triton kernel first. H200, same run (benchmarks/RESULTS.md, 2026-11-29):
         #   HF chain T=0.7 k=50 p=0.9, B=1: 74 / 83 us at V=32000 / 128256 vs Inductor 168 / 250 us and
         #   eager 176 / 327 us; B=16: 193 / 537 us vs eager 282 / 655 us (Inductor crashes for B > 1).
-        #   FlashInfer 0.5.3 reads host RNG state (no seed/offset tensors before 0.6.5): refused under CUDA
+        #   FlashInfer 0.5.3 reads host RNG state (no seed/offset tensors before 0.6.4): refused under CUDA
         #   graphs, and 871-1336 us per call in an eager loop there; only when Triton is unavailable.
         "sample": ("triton", "flashinfer"),
         # rope: Triton only (FlashInfer needs a position-indexed float32 table). rope_cached: FlashInfer

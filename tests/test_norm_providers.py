@@ -12,6 +12,7 @@ import types
 
 import pytest
 import torch
+import vendor_standins
 from graph_utils import compile_run
 from norm_spellings import SPELLINGS, FunctionalRMSNorm, PreNorm, Single
 
@@ -25,61 +26,15 @@ FUSED = "rocm_fused.fused_add_rms_norm.default"
 
 
 def _flashinfer_standin(calls: list, with_backend: bool = False) -> types.ModuleType:
-    """A ``flashinfer`` module whose norm functions record calls and compute the reference in place."""
-    fi = types.ModuleType("flashinfer")
-    fi.__version__ = "0.5.3+standin"
-    norm = types.ModuleType("flashinfer.norm")
-
-    def make(name, offset):
-        if with_backend:
-            def rmsnorm(input, weight, eps=1e-6, out=None, enable_pdl=None, backend="auto"):
-                calls.append((name, input.shape, weight.dtype, eps, backend))
-                return rms_norm_ref(input, weight, eps, offset)
-        else:
-            def rmsnorm(input, weight, eps=1e-6, out=None, enable_pdl=None):
-                calls.append((name, input.shape, weight.dtype, eps))
-                return rms_norm_ref(input, weight, eps, offset)
-        return rmsnorm
-
-    def make_fused(name, offset):
-        def run(input, residual, weight, eps, backend):
-            calls.append((name, input.shape, weight.dtype, eps, backend))
-            y, s = fused_add_rms_norm_ref(input, residual, weight, eps, offset)
-            input.copy_(y)
-            residual.copy_(s)
-
-        if with_backend:
-            def fused_add_rmsnorm(input, residual, weight, eps=1e-6, enable_pdl=None, backend="auto"):
-                run(input, residual, weight, eps, backend)
-        else:
-            def fused_add_rmsnorm(input, residual, weight, eps=1e-6, enable_pdl=None):
-                run(input, residual, weight, eps, None)
-        return fused_add_rmsnorm
-
-    norm.rmsnorm = make("rmsnorm", 0.0)
-    norm.gemma_rmsnorm = make("gemma_rmsnorm", 1.0)
-    norm.fused_add_rmsnorm = make_fused("fused_add_rmsnorm", 0.0)
-    norm.gemma_fused_add_rmsnorm = make_fused("gemma_fused_add_rmsnorm", 1.0)
-    fi.norm = norm
-    return fi
+    """FlashInfer 0.5.3 (or, ``with_backend``, AMD's fork 0.6.18+amd) with the real norm signatures; its
+    fused add + norm normalises the unrounded float32 sum, as the real kernel does (``vendor_standins``)."""
+    mods = vendor_standins.amd_flashinfer("0.6.18+amd", calls) if with_backend else \
+        vendor_standins.flashinfer("0.5.3", calls)
+    return mods["flashinfer"]
 
 
-def _aiter_standin(calls: list) -> types.ModuleType:
-    ai = types.ModuleType("aiter")
-    ai.__version__ = "0.1.7+standin"
-
-    def rms_norm(input, weight, epsilon, use_model_sensitive_rmsnorm=0):
-        calls.append(("rms_norm", input.shape, epsilon))
-        return rms_norm_ref(input, weight, epsilon, 0.0)
-
-    def rmsnorm2d_fwd_with_add(out, input, residual_in, residual_out, weight, *, epsilon, **kw):
-        calls.append(("rmsnorm2d_fwd_with_add", input.shape, epsilon, sorted(kw)))
-        y, s = fused_add_rms_norm_ref(input, residual_in, weight, epsilon, 0.0)
-        out.copy_(y)
-        residual_out.copy_(s)
-
-    ai.rms_norm, ai.rmsnorm2d_fwd_with_add = rms_norm, rmsnorm2d_fwd_with_add
-    return ai
+def _aiter_standin(calls: list, line: str = "0.1.5") -> types.ModuleType:
+    return vendor_standins.aiter(line, calls)["aiter"]
 
 
 #: CPU tensors reach our Triton kernels only through the interpreter, which conftest turns on without a GPU.
@@ -190,7 +145,9 @@ def test_rocm_gfx942_picks_the_fork_with_native_backend(on, monkeypatch):
     x = torch.randn(3, 64, dtype=torch.bfloat16)
     _, (g,) = compile_run(m, x, x, options={"provider": None})
     assert g.report.providers() == {"fused_add_rms_norm": ["amd_flashinfer"], "rms_norm": ["amd_flashinfer"]}
-    assert calls and all(c[-1] == "native" for c in calls)
+    # the fork's rmsnorm takes backend= (bound to "native"); its fused_add_rmsnorm has no backend parameter
+    assert [c[-1] for c in calls if c[0] == "rmsnorm"] == ["native"]
+    assert {c[-1] for c in calls if c[0] == "fused_add_rmsnorm"} == {None}
 
 
 def test_rocm_fork_import_error_on_other_arch_falls_back(on, monkeypatch, tmp_path):
@@ -224,6 +181,61 @@ def test_aiter_is_never_the_default_but_can_be_forced(on, monkeypatch):
     # documented limits: odd hidden sizes and Gemma are refused
     assert "multiple of 8" in PlatformDispatch.choose("rms_norm", _spec(h=769), "aiter").why_not
     assert "Gemma" in PlatformDispatch.choose("rms_norm", _spec(offset=1.0), "aiter").why_not
+
+
+def _ulps(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Largest |a - b| in units of the last place of b's dtype at b's magnitude (b exact in its dtype)."""
+    eps = torch.finfo(b.dtype).eps
+    ulp = torch.exp2(torch.floor(torch.log2(b.double().abs().clamp_min(torch.finfo(b.dtype).tiny)))) * eps
+    return float(((a.double() - b.double()).abs() / ulp).max())
+
+
+def test_flashinfer_fused_add_normalises_the_unrounded_sum_within_one_ulp(monkeypatch):
+    """The op means norm(rounded s) (eager); FlashInfer normalises the fp32 sum: within 1 ulp, s bit-equal,
+    and inside DESIGN.md's contract (error vs float64 <= eager's + 1 ulp)."""
+    calls: list = []
+    monkeypatch.setitem(sys.modules, "flashinfer", _flashinfer_standin(calls))
+    from rocm_inductor.providers import get_provider
+
+    get_provider("flashinfer").reset()
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(64, 4096, generator=g) * 3).to(torch.bfloat16)
+    r = (torch.randn(64, 4096, generator=g) * 50).to(torch.bfloat16)  # large residual: the sum rounds
+    w = (1 + 0.1 * torch.randn(4096, generator=g)).to(torch.bfloat16)
+    y, s = torch.ops.rocm_fused.fused_add_rms_norm(x, r, w, 1e-6, 0.0, "flashinfer")
+    ye, se = fused_add_rms_norm_ref(x, r, w, 1e-6, 0.0)
+    assert calls and calls[0][0] == "fused_add_rmsnorm"
+    assert torch.equal(s, se)
+    assert not torch.equal(y, ye), "the stand-in should differ from the rounded-sum definition somewhere"
+    assert _ulps(y, ye) <= 1.0
+    s64 = x.double() + r.double()
+    ref64 = s64 * torch.rsqrt(s64.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
+    err = lambda a: float((a.double() - ref64).abs().max() / ref64.abs().max())  # noqa: E731
+    assert err(y) <= err(ye) + torch.finfo(torch.bfloat16).eps
+    get_provider("flashinfer").reset()
+
+
+def test_aiter_gemma_fused_add_uses_gemma_norm_from_0_1_17(on, monkeypatch):
+    """v0.1.17 added ``gemma_norm`` to ``rmsnorm2d_fwd_with_add``: Gemma's fused add + norm goes there (up to
+    hidden 8192, where v0.1.17's CK path drops the flag); v0.1.5-0.1.16 and the plain norm still refuse."""
+    calls: list = []
+    monkeypatch.setitem(sys.modules, "flashinfer", None)
+    monkeypatch.setitem(sys.modules, "aiter", _aiter_standin(calls, "0.1.17"))
+    on("rocm", "gfx942")
+    assert PlatformDispatch.choose("fused_add_rms_norm", _spec(fused=True, offset=1.0), "aiter").provider == "aiter"
+    why = PlatformDispatch.choose("fused_add_rms_norm", _spec(h=16384, fused=True, offset=1.0), "aiter").why_not
+    assert "drops gemma_norm" in why
+    assert "Gemma" in PlatformDispatch.choose("rms_norm", _spec(offset=1.0), "aiter").why_not
+    x, r = torch.randn(3, 64, dtype=torch.bfloat16), torch.randn(3, 64, dtype=torch.bfloat16)
+    w = (0.1 * torch.randn(64)).to(torch.bfloat16)
+    y, s = torch.ops.rocm_fused.fused_add_rms_norm(x, r, w, 1e-6, 1.0, "aiter")
+    ye, se = fused_add_rms_norm_ref(x, r, w, 1e-6, 1.0)
+    assert calls[-1][0] == "rmsnorm2d_fwd_with_add" and calls[-1][3] is True
+    assert torch.equal(y, ye) and torch.equal(s, se)
+    monkeypatch.setitem(sys.modules, "aiter", _aiter_standin([], "0.1.5"))
+    PlatformDispatch.reset_all()
+    why = PlatformDispatch.choose("fused_add_rms_norm", _spec(fused=True, offset=1.0), "aiter").why_not
+    assert "no gemma_norm" in why
 
 
 def test_reset_all_forgets_cached_choices(on, monkeypatch):

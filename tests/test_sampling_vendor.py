@@ -3,33 +3,19 @@
 from __future__ import annotations
 
 import sys
-import types
 
 import pytest
 import torch
+import vendor_standins
 
 from rocm_inductor.ops.sampling import sample_spec
 from rocm_inductor.providers import get_provider
 
 
 def _stub(seeded: bool):
-    calls = []
-
-    if seeded:
-        def fn(logits, top_k, top_p, indices=None, filter_apply_order="top_k_first", deterministic=True,
-               generator=None, check_nan=False, seed=None, offset=None):
-            calls.append(dict(seed=seed, offset=offset, order=filter_apply_order, k=top_k, p=top_p))
-            return logits.argmax(-1).to(torch.int32)
-    else:
-        def fn(logits, top_k, top_p, indices=None, filter_apply_order="top_k_first", deterministic=True,
-               generator=None, check_nan=False):
-            calls.append(dict(generator=generator, k=top_k, p=top_p))
-            return logits.argmax(-1).to(torch.int32)
-
-    mod = types.ModuleType("flashinfer")
-    mod.sampling = types.SimpleNamespace(top_k_top_p_sampling_from_logits=fn)
-    mod.__version__ = "0.6.5" if seeded else "0.5.3"
-    return mod, calls
+    """FlashInfer 0.6.4+ (tensor seed/offset) or 0.5.3 (generator only), real signatures (vendor_standins)."""
+    calls: list = []
+    return vendor_standins.flashinfer("0.6.4" if seeded else "0.5.3", calls)["flashinfer"], calls
 
 
 @pytest.mark.parametrize("seeded", [True, False])
@@ -58,20 +44,69 @@ def test_flashinfer_signature_decides_capture_safety(seeded, monkeypatch):
     prov.reset()
 
 
-def test_aiter_never_under_capture(monkeypatch):
-    mod = types.ModuleType("aiter")
-    mod.top_k_top_p_sampling_from_probs = lambda probs, top_k=None, top_p=None: probs.argmax(-1)
-    monkeypatch.setitem(sys.modules, "aiter", mod)
+def _spec(b=4, v=10, **kw):
+    base = dict(is_probs=False, top_k_first=True, per_row=set(), has_min_p=False, has_ban=False, greedy=False,
+                cudagraphs=True)
+    return sample_spec(torch.empty(b, v), **{**base, **kw})
+
+
+@pytest.mark.parametrize(("lib", "line", "device_seed"), [
+    ("flashinfer", "0.5.3", False), ("flashinfer", "0.6.0", False), ("flashinfer", "0.6.4", True),
+    ("amd_flashinfer", "0.5.3+amd", False), ("amd_flashinfer", "0.6.18+amd", True)])
+def test_seed_detection_by_type_on_real_signatures(lib, line, device_seed, monkeypatch):
+    """0.6.0-0.6.3 take ``seed: Optional[int]``: not a device seed (a tensor failed at run time there and the
+    compile accepted it under capture). Tensor seed/offset from 0.6.4 (and the fork's 0.6.18+amd)."""
+    calls: list = []
+    vendor_standins.install(monkeypatch, getattr(vendor_standins, lib)(line, calls))
+    name = "flashinfer" if lib == "flashinfer" else "amd_flashinfer"
+    prov = get_provider(name)
+    prov.reset()
+    reason = prov.check("sample", _spec())
+    assert (reason is None) == device_seed, reason
+    assert prov.check("sample", _spec(cudagraphs=False)) is None
+    x = torch.randn(4, 10)
+    out = torch.ops.rocm_fused.sample(x, torch.tensor([7]), None, 0.5, None, 0, None, 0.9, None, 0.0, None,
+                                      False, True, False, name)
+    assert out.dtype == torch.int64 and out.shape == (4,)
+    call = calls[-1]
+    if device_seed:
+        assert call["seed"].dtype == torch.int64 and call["seed"].tolist() == [7, 8, 9, 10]
+        assert call["offset"].tolist() == [0] * 4
+    else:
+        assert call.get("seed") is None
+    prov.reset()
+
+
+def test_aiter_sampler_real_module_and_signature(monkeypatch):
+    """``aiter.ops.sampling`` (not imported by ``aiter/__init__``), called positionally; never under capture;
+    top-k and top-p together refused (AITER applies top-p to the un-renormalised top-k mass)."""
+    calls: list = []
+    vendor_standins.install(monkeypatch, vendor_standins.aiter("0.1.5", calls))
     prov = get_provider("aiter")
     prov.reset()
-    spec = sample_spec(torch.empty(2, 5), is_probs=False, top_k_first=True, per_row=set(), has_min_p=False,
-                       has_ban=False, greedy=False, cudagraphs=True)
-    assert "never under graph capture" in prov.check("sample", spec)
-    assert prov.check("sample", {**spec, "cudagraphs": False}) is None
-    assert "min-p" in prov.check("sample", {**spec, "cudagraphs": False, "has_min_p": True,
+    assert "never under graph capture" in prov.check("sample", _spec(b=2, v=5))
+    both = _spec(b=2, v=5, cudagraphs=False, has_top_k=True, has_top_p=True)
+    assert "un-renormalised" in prov.check("sample", both)
+    assert "un-renormalised" in prov.check("sample", _spec(b=2, v=5, cudagraphs=False))  # unknown = on
+    assert prov.check("sample", {**both, "has_top_k": False}) is None
+    assert prov.check("sample", {**both, "has_top_p": False}) is None
+    assert "min-p" in prov.check("sample", {**both, "has_top_k": False, "has_min_p": True,
                                             "per_row": frozenset({"min_p"})})
     x = torch.tensor([[0.0, 5.0, 1.0, 0.0, 0.0], [float("nan")] * 5])
-    out = torch.ops.rocm_fused.sample(x, torch.tensor([1]), None, 1.0, None, 2, None, 0.9, None, 0.0, None,
+    out = torch.ops.rocm_fused.sample(x, torch.tensor([1]), None, 1.0, None, 0, None, 0.9, None, 0.0, None,
                                       False, True, True, "aiter")
     assert out.flatten().tolist() == [1, 0]
+    name, indices, k_arr, k_val, p_arr, p_val = calls[-1]
+    assert name == "top_k_top_p_sampling_from_probs" and indices is None
+    assert k_arr.tolist() == [5, 5] and k_val == 5 and p_arr.dtype == torch.float32 and p_val == 1.0
+    prov.reset()
+
+
+def test_aiter_sampler_missing_module_is_a_reason(monkeypatch):
+    mods = vendor_standins.aiter("0.1.5", [])
+    mods["aiter.ops.sampling"] = None  # import fails
+    vendor_standins.install(monkeypatch, mods)
+    prov = get_provider("aiter")
+    prov.reset()
+    assert "no top_k_top_p sampler" in prov.check("sample", _spec(cudagraphs=False, has_top_k=False))
     prov.reset()

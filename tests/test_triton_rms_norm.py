@@ -208,6 +208,10 @@ def test_launch_config_rule():
         assert warps * 64 <= 1024, "a 64-wide ROCm wavefront config must stay within 1024 threads"
     assert K.launch_config(128) == (128, 8, 4) and K.launch_config(4096) == (4096, 1, 8)
     assert K.launch_config(K.MAX_HIDDEN) == (K.MAX_HIDDEN, 1, 16)
+    # NVIDIA's 32-wide warps go to 32 warps (1024 threads) for the longest rows (16 spilled on sm_90)
+    assert K.launch_config(K.MAX_HIDDEN, 32) == (K.MAX_HIDDEN, 1, 32)
+    assert K.launch_config(4096, 32) == K.launch_config(4096, 64)
+    assert K.early_weight(4096, 1, 8, 64) and not K.early_weight(K.MAX_HIDDEN, 1, 32, 32)
     with pytest.raises(ValueError):
         K.launch_config(K.MAX_HIDDEN + 1)
 

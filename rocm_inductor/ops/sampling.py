@@ -23,7 +23,8 @@ provider). Rows draw independent streams from it.
 
 Compile-time spec keys read by providers' ``check`` (built by :func:`sample_spec`):
     dtype, vocab (int or None if symbolic), is_probs, top_k_first, per_row (set of per-row param names),
-    has_min_p, has_ban, greedy (scalar temperature <= 0), cudagraphs (Inductor will capture the graph).
+    has_min_p, has_ban, greedy (scalar temperature <= 0), cudagraphs (Inductor will capture the graph),
+    has_top_k / has_top_p (the filter may be on: a per-row tensor or an active scalar; None = unknown).
 """
 
 from __future__ import annotations
@@ -130,7 +131,8 @@ def ban_rows(ban: torch.Tensor | None, b: int, v: int) -> tuple[torch.Tensor | N
 
 
 def sample_spec(scores: Any, *, is_probs: bool, top_k_first: bool, per_row: set[str], has_min_p: bool,
-                has_ban: bool, greedy: bool, cudagraphs: bool) -> dict[str, Any]:
+                has_ban: bool, greedy: bool, cudagraphs: bool, has_top_k: bool | None = None,
+                has_top_p: bool | None = None) -> dict[str, Any]:
     """Build the compile-time spec of a sampling match from the scores' fake tensor.
 
     Returns:
@@ -147,4 +149,6 @@ def sample_spec(scores: Any, *, is_probs: bool, top_k_first: bool, per_row: set[
         "has_ban": has_ban,
         "greedy": greedy,
         "cudagraphs": cudagraphs,
+        "has_top_k": True if has_top_k is None else has_top_k,
+        "has_top_p": True if has_top_p is None else has_top_p,
     }

@@ -593,7 +593,9 @@ class SamplingPass:
             has_min_p = "min_p" in rows or c.min_p > 0.0
             spec = sample_spec(_val(c.scores), is_probs=c.is_probs, top_k_first=c.top_k_first,
                                per_row=rows, has_min_p=has_min_p, has_ban=c.ban is not None,
-                               greedy=False, cudagraphs=_cudagraphs())
+                               greedy=False, cudagraphs=_cudagraphs(),
+                               has_top_k="top_k" in rows or c.top_k > 0,
+                               has_top_p="top_p" in rows or c.top_p < 1.0)
             choice = ctx.choose("sample", spec)
             if choice.provider is None:
                 ctx.near_miss(n.name, NearMiss("sampling", "sampling chain", choice.why_not, where))

@@ -1,10 +1,20 @@
 """AITER norm kernels on ROCm (pip ``amd-aiter`` from AMD's index; imports as ``aiter``).
 
 Never a default for norms: ``rmsnorm2d_fwd_with_add`` truncates bf16 stores of residual_out toward zero on
-gfx942 (ROCm/aiter#5151; a residual shrank ~9% over 64 layers) and ``rms_norm`` corrupted rows for odd
-hidden sizes (ROCm/aiter#5044). Used only when a user forces ``provider="aiter"``. The positional order of
-``rmsnorm2d_fwd_with_add`` changed between releases, so everything after ``weight`` goes by keyword.
-Verified on CPU stand-ins only (no AMD GPU here).
+gfx942 (ROCm/aiter#5151; a residual shrank ~9% over 64 layers), and the plain ``rms_norm`` output truncates
+too: its ``module_rmsnorm`` is built with ``-DCK_TILE_FLOAT_TO_BFLOAT16_DEFAULT=2`` (ck_tile's truncating
+bf16 conversion; ``aiter/jit/optCompilerConfig.json``, v0.1.17), not round-to-nearest as DESIGN.md's
+contract asks; ``rms_norm`` also corrupted rows for odd hidden sizes (ROCm/aiter#5044). Used only when a
+user forces ``provider="aiter"``. The positional order of ``rmsnorm2d_fwd_with_add`` changed between
+releases (v0.1.17 inserted ``gemma_norm`` before ``use_model_sensitive_rmsnorm``), so everything after
+``weight`` goes by keyword.
+
+Gemma's ``(1 + w)``: ``rmsnorm2d_fwd_with_add(..., gemma_norm=True)`` from v0.1.17 (used when the signature
+has it). v0.1.17 sends hidden sizes > 8192 to the CK kernel without passing ``gemma_norm`` on
+(``aiter/ops/rmsnorm.py``: the ``input.shape[-1] > 8192`` branch), so Gemma is taken up to 8192 only (v0.1.18+
+pass it to the opus kernel there too; not told apart). ``rms_norm`` has no Gemma form in v0.1.5-v0.1.20.
+Sampling: ``aiter.ops.sampling.top_k_top_p_sampling_from_probs`` (see ``_vendor_sampling``). Checked
+against ROCm/aiter v0.1.5, v0.1.10, v0.1.16, v0.1.17, v0.1.20; verified on CPU stand-ins only.
 
 All-reduce + residual add + RMSNorm (``all_reduce_add_rms_norm``): AITER's entry point is
 ``aiter.dist.communication_op.tensor_model_parallel_fused_allreduce_rmsnorm(input_, residual_inp_, weight_,
@@ -28,6 +38,10 @@ from . import Provider
 from ._ar_norm_limits import AITER_MAX_BYTES, AITER_MAX_HIDDEN, AITER_WORLD_SIZES, check_ar_norm
 from ._norm_limits import check_half_same_dtype_weight
 from ._rope_limits import check_vendor_rope, token_major
+
+#: Largest hidden size for which v0.1.17's ``rmsnorm2d_fwd_with_add`` honours ``gemma_norm`` (its HIP path;
+#: the CK path above it drops the flag: ``aiter/ops/rmsnorm.py`` v0.1.17).
+GEMMA_MAX_HIDDEN = 8192
 
 #: AITER's cached-position RoPE (``rope_cached_positions_2c_fwd``): [s, b, h, d] layout, int64 positions
 #: [s, b], cos/sin [max_pos, 1, 1, rd/2] with ``reuse_freqs_front_part``. Head dims: not documented as
@@ -53,11 +67,9 @@ class AiterProvider(Provider):
         if reason is not None:
             return reason
         if op == "sample":
-            from ._vendor_sampling import aiter_sampler, check_sample
+            from ._vendor_sampling import aiter_sampler, check_aiter_sample
 
-            if spec.get("cudagraphs"):
-                return "aiter's samplers take no seed (host generator state): never under graph capture"
-            return check_sample("aiter", aiter_sampler(self.lib()), spec, seeded=False)
+            return check_aiter_sample(aiter_sampler(self.lib()), spec)
         if op in ("rope", "rope_cached"):
             return check_vendor_rope("aiter", op, spec, AITER_ROPE_HEAD_DIMS)
         if op == "all_reduce_add_rms_norm":
@@ -66,8 +78,16 @@ class AiterProvider(Provider):
         if reason is not None:
             return reason
         hidden = spec.get("hidden")
-        if spec.get("offset", 0.0) != 0.0:
-            return "aiter has no Gemma (1 + weight) norm in the documented API"
+        offset = spec.get("offset", 0.0)
+        if offset != 0.0:
+            if offset != 1.0 or not spec.get("fused_add"):
+                return (f"aiter has no Gemma / weight offset {offset} form of this op (only "
+                        "rmsnorm2d_fwd_with_add's gemma_norm, v0.1.17+)")
+            if not self._has_gemma():
+                return "this aiter's rmsnorm2d_fwd_with_add has no gemma_norm for Gemma (added in v0.1.17)"
+            if not isinstance(hidden, int) or hidden > GEMMA_MAX_HIDDEN:
+                return (f"hidden size {hidden} > {GEMMA_MAX_HIDDEN}: aiter v0.1.17's CK path drops gemma_norm "
+                        "there")
         if not isinstance(hidden, int) or hidden % 8:
             return f"hidden size {hidden} is not a static multiple of 8 (ROCm/aiter#5044 corrupted rows)"
         return None
@@ -118,21 +138,32 @@ class AiterProvider(Provider):
         out, res_out = fn(x2, r2, weight, float(eps), **kw)
         return out.view(shape), res_out.view(shape)
 
+    def _has_gemma(self) -> bool:
+        from ._vendor_sampling import takes
+
+        return takes(getattr(self.lib(), "rmsnorm2d_fwd_with_add", None), "gemma_norm")
+
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float) -> torch.Tensor:
-        """(..., H) -> (..., H) via ``aiter.rms_norm`` on a 2D view."""
+        """(..., H) -> (..., H) via ``aiter.rms_norm`` on a 2D view (no Gemma form: ``check`` refuses it)."""
         x2 = x.reshape(-1, x.shape[-1]).contiguous()
         if x2.numel() == 0:
             return torch.empty_like(x2).view(x.shape)
         return self.lib().rms_norm(x2, weight, eps).view(x.shape)
 
     def fused_add_rms_norm(self, x, residual, weight, eps, offset):
-        """``rmsnorm2d_fwd_with_add`` writes ``out`` and ``residual_out``; inputs are left alone."""
+        """``rmsnorm2d_fwd_with_add`` writes ``out`` and ``residual_out``; inputs are left alone.
+
+        ``offset`` 1.0 (Gemma) passes ``gemma_norm=True`` (v0.1.17+; ``check`` refuses it otherwise).
+        """
+        if offset not in (0.0, 1.0) or (offset == 1.0 and not self._has_gemma()):
+            raise ValueError(f"aiter: weight offset {offset} not supported here (check() refuses it)")
+        kw = {"gemma_norm": True} if offset == 1.0 else {}
         shape = x.shape
         x2 = x.reshape(-1, shape[-1]).contiguous()
         r2 = residual.reshape(-1, shape[-1]).contiguous()
         out, res_out = torch.empty_like(x2), torch.empty_like(r2)
         if x2.numel():
-            self.lib().rmsnorm2d_fwd_with_add(out, x2, r2, res_out, weight, epsilon=eps)
+            self.lib().rmsnorm2d_fwd_with_add(out, x2, r2, res_out, weight, epsilon=eps, **kw)
         return out.view(shape), res_out.view(shape)
 
     def sample(self, scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value,

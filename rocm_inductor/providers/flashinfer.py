@@ -49,10 +49,10 @@ class FlashInferProvider(Provider):
         if reason is None and op in ("rms_norm", "fused_add_rms_norm"):
             reason = check_half_same_dtype_weight(self.label, spec)
         if reason is None and op == "sample":
-            from ._vendor_sampling import check_sample, takes
+            from ._vendor_sampling import check_sample, device_seed
 
             fn = getattr(getattr(self.lib(), "sampling", None), "top_k_top_p_sampling_from_logits", None)
-            reason = check_sample(self.label, fn, spec, seeded=takes(fn, "seed") and takes(fn, "offset"))
+            reason = check_sample(self.label, fn, spec, seeded=device_seed(fn))
         if reason is None and op in ("rope", "rope_cached"):
             reason = check_vendor_rope(self.label, op, spec)
         if reason is None and op == "all_reduce_add_rms_norm":
@@ -138,7 +138,8 @@ class FlashInferProvider(Provider):
     def sample(self, scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value,
                min_p, min_p_value, ban, is_probs, top_k_first):
         """``top_k_top_p_sampling_from_logits`` (top_k_first) behind our op's semantics; see
-        ``rocm_inductor.providers._vendor_sampling`` (seed/offset tensors when the release takes them)."""
+        ``rocm_inductor.providers._vendor_sampling`` (seed/offset tensors when the release takes them as
+        tensors: FlashInfer >= 0.6.4, the fork's 0.6.18+amd)."""
         from ._vendor_sampling import flashinfer_sample
 
         if (min_p is not None or min_p_value > 0.0) or not top_k_first:
@@ -176,11 +177,18 @@ class FlashInferProvider(Provider):
         """Never chosen (``check`` refuses: FlashInfer takes no model-computed cos/sin)."""
         raise NotImplementedError(f"{self.name} has no kernel for model-computed cos/sin")
 
+    def _rope_fn(self):
+        return self.lib().rope.apply_rope_with_cos_sin_cache
+
     def rope_cached(self, q, k, positions, cos_sin_cache, rotary_dim, interleaved):
         """``flashinfer.rope.apply_rope_with_cos_sin_cache`` on token-major (T, H, D) views of q and k.
 
         q/k (..., D) fp16/bf16 with positions broadcastable to their leading dims; rotary_dim is the table
         width (FlashInfer reads it from ``cos_sin_cache.shape[-1]``). Returns fresh tensors of q/k's shape.
+        Positions go as int32: AMD's fork 0.5.3+amd.1/.2 reads them as ``int32_t*`` whatever their dtype
+        (``flashinfer/csrc_rocm/rope.cu``: ``static_cast<int32_t*>(pos_ids.data_ptr())``), so int64 gave
+        token i the position ``pos[i/2]`` (even i) or 0 (odd i); upstream and later fork builds dispatch
+        int32 and int64. int32 holds every position a cos/sin table has (max_pos < 2**31).
         """
         if cos_sin_cache.shape[-1] != rotary_dim:
             raise ValueError(f"cos_sin_cache width {cos_sin_cache.shape[-1]} != rotary_dim {rotary_dim}")
@@ -188,7 +196,7 @@ class FlashInferProvider(Provider):
         k3, _, k_back = token_major(k, positions)
         if q3.shape[0] == 0:
             return q.clone(), k.clone()
-        qo, ko = self.lib().rope.apply_rope_with_cos_sin_cache(
-            positions=pos.to(torch.int64), query=q3.contiguous(), key=k3.contiguous(), head_size=q.shape[-1],
-            cos_sin_cache=cos_sin_cache.float().contiguous(), is_neox=not interleaved)
+        qo, ko = self._rope_fn()(
+            positions=pos.to(torch.int32).contiguous(), query=q3.contiguous(), key=k3.contiguous(),
+            head_size=q.shape[-1], cos_sin_cache=cos_sin_cache.float().contiguous(), is_neox=not interleaved)
         return q_back(qo.view(q3.shape)), k_back(ko.view(k3.shape))

@@ -39,7 +39,9 @@ def fused_add_rms_norm_ref(
     """Residual add then RMSNorm, as HF pre-norm decoders do it.
 
     ``s = x + residual`` rounded to the model dtype (the add happens in the model dtype in eager code),
-    ``y = rms_norm_ref(s, weight, eps, offset)``.
+    ``y = rms_norm_ref(s, weight, eps, offset)``: the norm of the *rounded* sum, which is what the op means
+    (``rocm_inductor.ops.rms_norm``). FlashInfer's kernel normalises the unrounded float32 sum: its ``y`` is
+    within one ulp of this (its ``s`` is bit-equal), inside DESIGN.md's contract.
 
     Args:
         x, residual: (..., H) of one float dtype.

@@ -37,8 +37,8 @@ WEIGHT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 #: Largest hidden size: one program holds a whole row (65536 fp32 = 64 values per lane at 16 warps x 64
 #: lanes on ROCm). Liger-Kernel and Unsloth use the same bound (``MAX_FUSED_SIZE``). Not measured here.
 MAX_HIDDEN = 65536
-#: Upper bound on warps per program: 16 x 64-wide ROCm wavefronts = 1024 threads, the launch limit
-#: (KERNELS.md "Triton on AMD"); on NVIDIA 16 x 32 = 512 threads, also fine.
+#: Upper bound on warps per program on ROCm: 16 x 64-wide wavefronts = 1024 threads, the launch limit
+#: (KERNELS.md "Triton on AMD"); NVIDIA goes to 32 x 32 = 1024 (:func:`launch_config`).
 MAX_WARPS = 16
 #: Elements per program for small H: rows are packed until a tile holds this many (or :data:`MAX_ROWS`).
 _TILE_TARGET = 1024
@@ -71,20 +71,23 @@ def check(spec: dict[str, Any]) -> str | None:
     return None
 
 
-def launch_config(hidden: int) -> tuple[int, int, int]:
-    """Block size, rows per program and warps, a pure function of ``hidden``.
+def launch_config(hidden: int, warp_size: int = 64) -> tuple[int, int, int]:
+    """Block size, rows per program and warps, a pure function of ``hidden`` and the warp size.
 
     Rule: ``BLOCK_N = next_pow2(hidden)``; ``ROWS = clamp(1024 // BLOCK_N, 1, 16)`` so a small-H tile holds
     about 1024 elements (per-head q/k norms, H = 64..256, would otherwise leave most lanes idle); warps by
     tile size ``T = ROWS * BLOCK_N`` as in Liger-Kernel / Unsloth ``calculate_settings`` (4 below 2048, 8
-    below 8192, else 16), whose 32-warp step is capped at :data:`MAX_WARPS` = 16 so that
-    ``num_warps * 64 <= 1024`` always holds on ROCm. The row packing is not yet measured on a GPU.
+    below 8192, 16 below 32768, else 32), capped at ``1024 // warp_size`` threads' worth: 16 on ROCm's
+    64-wide wavefronts (:data:`MAX_WARPS`), 32 on NVIDIA. The 32-warp step matters: at H = 32768 / 65536
+    sm_90 spilled 128 / 888 bytes per thread with 16 warps (ptxas caps a 512-thread block at 128
+    registers; AOT compile, tests/test_triton_aot.py, 2026-12-01). The row packing is not yet measured.
 
     Args:
         hidden: H, 1 <= H <= :data:`MAX_HIDDEN`.
+        warp_size: 64 (ROCm CDNA wavefront, the default: always launchable) or 32 (NVIDIA).
 
     Returns:
-        ``(BLOCK_N, ROWS, num_warps)``, all powers of two.
+        ``(BLOCK_N, ROWS, num_warps)``, all powers of two, ``num_warps * warp_size <= 1024``.
 
     Raises:
         ValueError: H out of range.
@@ -94,8 +97,23 @@ def launch_config(hidden: int) -> tuple[int, int, int]:
     block_n = triton.next_power_of_2(hidden)
     rows = max(1, min(MAX_ROWS, _TILE_TARGET // block_n))
     tile = rows * block_n
-    num_warps = 4 if tile < 2048 else 8 if tile < 8192 else MAX_WARPS
-    return block_n, rows, num_warps
+    num_warps = 4 if tile < 2048 else 8 if tile < 8192 else 16 if tile < 32768 else 32
+    return block_n, rows, min(num_warps, 1024 // warp_size)
+
+
+def early_weight(block_n: int, rows: int, num_warps: int, warp_size: int) -> bool:
+    """Whether the kernel loads the weight before the reduction (``EARLY_W``).
+
+    Early, its latency overlaps the reduction (decode rows are latency-bound), but the weight then stays
+    live across it: with more than :data:`_EARLY_W_MAX` row elements per thread that doubles the registers
+    the row needs and spilled (sm_90, H = 32768 at 16 warps: 128 B of stack; AOT compile 2026-12-01).
+    """
+    return block_n * rows <= _EARLY_W_MAX * num_warps * warp_size
+
+
+#: Row elements per thread up to which the weight is loaded before the reduction (:func:`early_weight`):
+#: 16 covers H <= 8192 on 16 x 32 threads and every H <= 16384 on ROCm (16 x 64 lanes).
+_EARLY_W_MAX = 16
 
 
 @triton.jit
@@ -132,7 +150,7 @@ def _rms_norm_kernel(
     stride_x, stride_r,  # row strides of X and R, in elements (columns are unit stride)
     M, H, eps, offset,
     HAS_WEIGHT: tl.constexpr, FUSED_ADD: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr,
-    MANUAL_BF16: tl.constexpr,
+    MANUAL_BF16: tl.constexpr, EARLY_W: tl.constexpr = True,
 ):
     """ROWS rows of H per program: [s = x + r, stored rounded;] y = x * rsqrt(mean(x^2) + eps) * (w + off)."""
     # int64 row index: M * H may exceed 2**31 elements.
@@ -140,8 +158,9 @@ def _rms_norm_kernel(
     cols = tl.arange(0, BLOCK_N)
     mask = (rows < M)[:, None] & (cols < H)[None, :]
     x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    if HAS_WEIGHT:
-        # Issued before the reduction so its latency overlaps it (decode rows are latency-bound).
+    if HAS_WEIGHT and EARLY_W:
+        # Issued before the reduction so its latency overlaps it (decode rows are latency-bound); for long
+        # rows after it instead (``early_weight``: keeping it live across the reduction spilled).
         w = tl.load(W + cols, mask=cols < H, other=0.0).to(tl.float32) + offset
     out_ptrs = rows[:, None] * H + cols[None, :]
     if FUSED_ADD:
@@ -157,6 +176,8 @@ def _rms_norm_kernel(
     rstd = tl.math.div_rn(1.0, tl.math.sqrt_rn(mean_sq + eps))
     y = x * rstd[:, None]
     if HAS_WEIGHT:
+        if not EARLY_W:
+            w = tl.load(W + cols, mask=cols < H, other=0.0).to(tl.float32) + offset
         y = y * w[None, :]
     tl.store(Y + out_ptrs, _round_to(y, Y.dtype.element_ty, MANUAL_BF16), mask=mask)
 
@@ -182,14 +203,21 @@ def _validate(x: torch.Tensor, weight: torch.Tensor | None) -> None:
             raise ValueError(f"weight on {weight.device}, input on {x.device}")
 
 
+def _warp_size(t: torch.Tensor) -> int:
+    """64 on ROCm (CDNA wavefronts), 32 on NVIDIA; 64 for CPU tensors (the interpreter: any config runs)."""
+    return 32 if t.is_cuda and not getattr(torch.version, "hip", None) else 64
+
+
 def _launch(x2, r2, weight, y, s, eps, offset, fused_add):
     m, hidden = x2.shape
-    block_n, rows, num_warps = launch_config(hidden)
+    ws = _warp_size(x2)
+    block_n, rows, num_warps = launch_config(hidden, ws)
     w = x2 if weight is None else weight.contiguous()  # dummy pointer when weightless (never read)
     grid = (triton.cdiv(m, rows),)
     args = (x2, r2, w, y, s, x2.stride(0), r2.stride(0), m, hidden, float(eps), float(offset))
     kw = dict(HAS_WEIGHT=weight is not None, FUSED_ADD=fused_add, BLOCK_N=block_n, ROWS=rows,
-              MANUAL_BF16=not x2.is_cuda, num_warps=num_warps)
+              MANUAL_BF16=not x2.is_cuda, EARLY_W=early_weight(block_n, rows, num_warps, ws),
+              num_warps=num_warps)
     if x2.is_cuda and x2.device.index != torch.cuda.current_device():
         with torch.cuda.device(x2.device):  # Triton launches on the current device
             _rms_norm_kernel[grid](*args, **kw)
@@ -252,3 +280,41 @@ def fused_add_rms_norm(
     x2, r2 = _rows(x, x.shape[-1]), _rows(residual, x.shape[-1])
     _launch(x2, r2, weight, y, s, eps, offset, fused_add=True)
     return y, s
+
+
+#: Hidden sizes :func:`aot_cases` compiles: per-head q/k norm (128), Llama-8B/70B/405B hidden sizes
+#: (4096, 8192, 16384) and the largest this kernel takes (:data:`MAX_HIDDEN`).
+AOT_HIDDEN = (128, 4096, 8192, 16384, MAX_HIDDEN)
+
+
+def aot_cases() -> list[dict[str, Any]]:
+    """Compile cases for ``rocm_inductor.providers.triton._aot``: the configs :func:`launch_config` picks.
+
+    bf16 input with a bf16 weight (the common case) for each size in :data:`AOT_HIDDEN`, plain and fused
+    add, with ROCm's config (64-wide waves) for gfx942/gfx950 and NVIDIA's for sm_90; compiled, so
+    ``MANUAL_BF16=False`` as ``_launch`` passes on a GPU. Pointers are 16-aligned and ``H`` / row strides
+    multiples of 16, as Triton's launcher specialises them at these sizes.
+    """
+    cases = []
+    sig = {"X": "*bf16", "R": "*bf16", "W": "*bf16", "Y": "*bf16", "S": "*bf16", "stride_x": "i32",
+           "stride_r": "i32", "M": "i32", "H": "i32", "eps": "fp32", "offset": "fp32",
+           "HAS_WEIGHT": "constexpr", "FUSED_ADD": "constexpr", "BLOCK_N": "constexpr",
+           "ROWS": "constexpr", "MANUAL_BF16": "constexpr", "EARLY_W": "constexpr"}
+    div = [["tt.divisibility", 16]]
+    attrs = {k: div for k in ("X", "R", "W", "Y", "S", "stride_x", "stride_r", "H")}
+    for ws, targets in ((64, ("gfx942", "gfx950")), (32, ("sm_90",))):
+        for hidden in AOT_HIDDEN:
+            block_n, rows, warps = launch_config(hidden, ws)
+            for fused in (False, True):
+                case = {"name": f"{'fused_add_' if fused else ''}rms_norm H={hidden} wave{ws}",
+                        "fn": _rms_norm_kernel, "signature": sig, "attrs": attrs, "num_warps": warps,
+                        "targets": targets,
+                        "constexprs": {"HAS_WEIGHT": True, "FUSED_ADD": fused, "BLOCK_N": block_n, "ROWS": rows,
+                                       "MANUAL_BF16": False,
+                                       "EARLY_W": early_weight(block_n, rows, warps, ws)}}
+                if hidden > 32768 and ws == 32:
+                    case["known_spill"] = (f"sm_90, H = {hidden}: 64 fp32 row values per thread at 1024 threads "
+                                           "and ptxas' 64-register cap (128-312 B of stack, triton 3.6-3.9); "
+                                           "not a typical size (the largest served hidden size is 16384)")
+                cases.append(case)
+    return cases

@@ -281,3 +281,40 @@ def rope_cached(q: torch.Tensor, k: torch.Tensor | None, positions: torch.Tensor
     tq = (_pos_view(positions, q), table)
     tk = tq if k is None else (_pos_view(positions, k), table)
     return _launch(q, k, tq, tk, True, rotary_dim, interleaved, True)
+
+
+def aot_cases() -> list[dict[str, Any]]:
+    """Compile cases (``rocm_inductor.providers.triton._aot``): head_dim 128, bf16 q/k, as ``_launch`` sets.
+
+    Full rotary (rd = 128) and partial (rd = 64: a 64-wide tail), cached (float32 [max_pos, rd] table,
+    int64 positions) and on-the-fly (bf16 cos/sin of the model, full-width tables), NeoX; GPT-J for the
+    cached full-rotary case only (it changes the pair indexing, not the register footprint: 30 vs 24
+    VGPRs on gfx942, equal on sm_90; checked once on all eight, 2026-12-01), to keep CI's compile time down.
+    Partial rotary, cached, spills 3 SGPRs on gfx942/gfx950 with triton 3.9 (to VGPR lanes, no scratch; none
+    with 3.6): ``known_spill``, not fixed (it would take fewer scalar arguments, e.g. q and k in two launches).
+    """
+    ints = ("n1", "n2", "M", "s0", "s1", "s2", "s3", "cs0", "cs1", "cs2", "cs3", "ss0", "ss1", "ss2", "ss3")
+    cases = []
+    for rd in (128, 64):
+        block_h, block_t, rows, warps = launch_config(rd, 128)
+        for cached in (True, False):
+            for interleaved in ((False, True) if cached and rd == 128 else (False,)):
+                tab = "*fp32" if cached else "*bf16"
+                sig = {"Q": "*bf16", "QO": "*bf16", "K": "*bf16", "KO": "*bf16", "C": tab, "S": tab,
+                       "P": "*i64" if cached else tab}
+                for pre in ("q", "k"):
+                    sig.update({f"{pre}_{n}" if n in ("n1", "n2", "M") else f"{pre}{n}": "i32" for n in ints})
+                sig.update({"D": "i32", "RD": "i32", "NQP": "i32"})
+                flags = dict(INTERLEAVED=interleaved, HALF_TABLE=cached, CACHED=cached, HAS_TAIL=rd < 128,
+                             BLOCK_H=block_h, BLOCK_T=block_t, ROWS=rows, CT=tl.float32)
+                sig.update({k: "constexpr" for k in flags})
+                name = (f"rope{'_cached' if cached else ''} D=128 rd={rd} "
+                        f"{'gptj' if interleaved else 'neox'}")
+                case = {"name": name, "fn": _rope_kernel, "signature": sig, "constexprs": flags,
+                        "num_warps": warps}
+                if rd < 128 and cached:
+                    case["known_spill"] = ("partial rotary, cached: 3 SGPRs spilled to VGPR lanes on gfx942/gfx950 "
+                                           "with triton 3.9 (106 SGPRs: ~40 scalar arguments plus 64-bit "
+                                           "offsets); no scratch")
+                cases.append(case)
+    return cases

@@ -104,7 +104,7 @@ def search_passes(npiv: int) -> int:
     return n
 
 
-def launch_config(b: int, v: int, chunk: int | None = None) -> dict[str, int]:
+def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None = None) -> dict[str, int]:
     """Launch shape for a (b, v) batch.
 
     Returns:
@@ -117,11 +117,12 @@ def launch_config(b: int, v: int, chunk: int | None = None) -> dict[str, int]:
     columns, 149 programs, NP=64; B=64: 16384 columns, 640 programs, NP=16), capped at next_pow2(v);
     ``ROWS * BLOCK * NP <= COMPARE_TILE``. The constexprs depend on b, so a few batch buckets compile their
     own variants. Interpreter: one chunk per row, ``ROWS * BLOCK * NP <= 2^20`` (Triton's numel limit).
-    ``chunk`` (or :data:`FORCE_CHUNK`) overrides the chunk width (tests).
+    ``chunk`` (or :data:`FORCE_CHUNK`) overrides the chunk width (tests); ``interp`` (default: whether
+    ``TRITON_INTERPRET=1``) picks the interpreter's shape or the GPU's (``aot_cases`` asks for the GPU's).
     """
     from . import interpreting
 
-    interp = interpreting()
+    interp = interpreting() if interp is None else interp
     vp = triton.next_power_of_2(max(v, 1))
     chunk = chunk or FORCE_CHUNK
     if interp:
@@ -516,3 +517,48 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
         frows = max(1, min(256, 4096 // cfg["NCHB"]))
         _pick_kernel[(triton.cdiv(b, frows),)](gv, gi, out, b, nch, ROWS=frows, NCHB=cfg["NCHB"], num_warps=4)
     return out
+
+
+# --- ahead-of-time compile cases (rocm_inductor.providers.triton._aot) -----------------------------------
+# Kept small and separate: this sampler is being rewritten; the rewrite brings its own aot_cases().
+
+#: Llama-3 vocabulary (128256) at decode batch 1 and 64 (issue 16's typical sizes).
+AOT_SHAPES = ((1, 128256), (64, 128256))
+
+
+def aot_cases() -> list[dict[str, Any]]:
+    """The GPU launch shapes of :func:`_sample` for float32 logits with scalar top-k and top-p on.
+
+    Launches of one call: maxima (PREV=0, CUR=0), top-k passes (1, 1), top-p passes (1, 2) / (2, 2), the draw
+    (2, 3), then ``_pick_kernel``. At B=64 the top-p passes (CUR=2) spill with triton 3.6 (the GPU machine's:
+    gfx942 30 SGPRs, sm_90 255 registers and 56 B of stack; AOT compile 2026-12-01), not with 3.9: marked
+    ``known_spill`` until the rewrite lands.
+    """
+    ptr = {"X": "*fp32", "stride_x": "i32", "BAN": "*i64", "stride_ban": "i32", "SEED": "*i64",
+           "T_PTR": "*i64", "K_PTR": "*i64", "P_PTR": "*i64", "MINP_PTR": "*i64", "PMAX": "*fp32",
+           "CNT": "*i32", "MASS": "*fp32", "ZP": "*fp32", "ST": "*i64", "TK": "*i64", "GV": "*fp32",
+           "GI": "*i64", "B": "i32", "V": "i32", "NCH": "i32", "step": "i32", "t_val": "fp32",
+           "k_val": "i32", "p_val": "fp32", "omp_val": "fp32", "minp_val": "fp32"}
+    flags = ("T_ROWS", "K_ROWS", "P_ROWS", "MINP_ROWS", "USE_K", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN",
+             "TOP_K_FIRST", "PREV", "CUR", "CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB")
+    cases = []
+    for b, v in AOT_SHAPES:
+        cfg = launch_config(b, v, interp=False)
+        base = dict(T_ROWS=False, K_ROWS=False, P_ROWS=False, MINP_ROWS=False, USE_K=True, USE_P=True,
+                    USE_MINP=False, IS_PROBS=False, HAS_BAN=False, TOP_K_FIRST=True,
+                    **{k: cfg[k] for k in ("CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB")})
+        spill = "B=64 top-p pass spills with triton 3.6 (issue 16); the sampler is being rewritten"
+        for prev, cur in ((0, 0), (1, 1), (1, 2), (2, 2), (2, 3)):
+            case = {"name": f"sample step PREV={prev} CUR={cur} B={b} V={v}", "fn": _step_kernel,
+                    "signature": {**ptr, **{k: "constexpr" for k in flags}},
+                    "constexprs": {**base, "PREV": prev, "CUR": cur}, "num_warps": cfg["num_warps"]}
+            if b >= 64 and cur == 2:
+                case["known_spill"] = spill
+            cases.append(case)
+        if cfg["NCH"] > 1:
+            frows = max(1, min(256, 4096 // cfg["NCHB"]))
+            cases.append({"name": f"sample pick B={b} V={v}", "fn": _pick_kernel,
+                          "signature": {"GV": "*fp32", "GI": "*i64", "OUT": "*i64", "B": "i32", "NCH": "i32",
+                                        "ROWS": "constexpr", "NCHB": "constexpr"},
+                          "constexprs": {"ROWS": frows, "NCHB": cfg["NCHB"]}, "num_warps": 4})
+    return cases

@@ -221,3 +221,20 @@ def sigmoid_gate(x: torch.Tensor, gate: torch.Tensor, config: triton.Config | No
     if config is None:
         _TUNED.add(key)
     return y
+
+
+def aot_cases() -> list[dict[str, Any]]:
+    """Every entry of :data:`CONFIGS` for bf16 (``rocm_inductor.providers.triton._aot``).
+
+    A config :func:`prune_configs` drops at ROCm's 64-wide wavefronts (the 32-warp one: 2048 threads) is
+    compiled for sm_90 only, which is what the autotuner can launch; the AOT test checks that every case
+    compiled for gfx942/gfx950 fits 1024 threads. ``n`` is a multiple of 16 (:data:`WIDTH_MULTIPLE`).
+    """
+    rocm = {id(c) for c in prune_configs(CONFIGS, 64)}
+    div = [["tt.divisibility", 16]]
+    return [{"name": f"sigmoid_gate BLOCK={c.kwargs['BLOCK']} warps={c.num_warps}", "fn": _sigmoid_gate_kernel,
+             "signature": {"X": "*bf16", "G": "*bf16", "Y": "*bf16", "n": "i32", "size_bucket": "i32",
+                           "BLOCK": "constexpr"},
+             "constexprs": {"BLOCK": c.kwargs["BLOCK"]}, "num_warps": c.num_warps,
+             "attrs": {"X": div, "G": div, "Y": div, "n": div},
+             **({} if id(c) in rocm else {"targets": ("sm_90",)})} for c in CONFIGS]
