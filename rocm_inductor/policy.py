@@ -29,6 +29,8 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         #   then Triton. AITER's rope_cached_positions_2c_fwd only when forced (not measured here).
         "rope": ("triton",),
         "rope_cached": ("amd_flashinfer", "triton"),
+        # merged_gemm: our Triton grouped small-M GEMM (no vendor library merges GEMMs of separate weights).
+        "merged_gemm": ("triton",),
     },
     "cuda": {
         "rms_norm": ("flashinfer", "triton"),
@@ -45,6 +47,8 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         #   (head dims 64/128/256/512), then Triton. Not yet measured: benchmarks/bench_rope.py.
         "rope": ("triton",),
         "rope_cached": ("flashinfer", "triton"),
+        # merged_gemm: our Triton grouped small-M GEMM only (issue 19); not yet measured.
+        "merged_gemm": ("triton",),
     },
     "cpu": {},
 }
@@ -68,8 +72,11 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     #   tokens up (the extern op needs its own q/k/cos/sin layouts, copies Inductor fuses away); the op alone
     #   is 0.85-1.24x.
     #   ROCm: off too until measured there. Enable with options={"passes": {"rope": True}}.
-    "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False},
-    "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": True, "rope": False},
+    # gemm_merge: OFF until measured (issue 19): benchmarks/bench_decode_gemm.py times q/k/v and gate/up per
+    #   layer (separate / concatenated cuBLAS / ours / HBM floor) and the whole decode step; turn it on where
+    #   the step is >= 1.00x Inductor at every bucket. ROCm: verified on CPU stand-ins only.
+    "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False, "gemm_merge": False},
+    "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": True, "rope": False, "gemm_merge": False},
     "cpu": {},
 }
 

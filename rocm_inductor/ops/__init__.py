@@ -6,5 +6,6 @@ calls that provider (``rocm_inductor.providers``). Importing this package regist
 """
 
 # Registers rocm_fused::rms_norm, ::fused_add_rms_norm (rms_norm), ::rope, ::rope_cached (rope),
-# ::sample (sampling), ::sigmoid_gate (sigmoid_gate). One statement: ruff's isort (I001) merges them.
-from . import rms_norm, rope, sampling, sigmoid_gate  # noqa: F401
+# ::sample (sampling), ::sigmoid_gate (sigmoid_gate), ::merged_gemm (gemm_merge). One statement: ruff's
+# isort (I001) merges them.
+from . import gemm_merge, rms_norm, rope, sampling, sigmoid_gate  # noqa: F401

@@ -11,12 +11,13 @@ import functools
 
 @functools.lru_cache(maxsize=1)
 def _passes() -> tuple:
+    from .gemm_merge import GemmMergePass
     from .rms_norm import RMSNormPass
     from .rope import RoPEPass
     from .sampling import SamplingPass
     from .sigmoid_gate import SigmoidGatePass
 
-    return (RMSNormPass(), RoPEPass(), SigmoidGatePass(), SamplingPass())
+    return (RMSNormPass(), RoPEPass(), SigmoidGatePass(), SamplingPass(), GemmMergePass())
 
 
 def all_passes() -> tuple:
