@@ -47,10 +47,11 @@ aten = torch.ops.aten
 
 #: Reshapes through which the shared activation is found (same values, same element order).
 RESHAPES = frozenset({aten.view.default, aten.reshape.default, aten._unsafe_view.default})
-#: Views/slices through which "the same tensor read differently" is found (near-miss reporting only).
-VIEWS = RESHAPES | frozenset({aten.slice.Tensor, aten.select.int, aten.permute.default, aten.t.default,
-                              aten.transpose.int, aten.clone.default, aten.alias.default, aten.expand.default,
-                              aten.squeeze.dim, aten.unsqueeze.default, aten.narrow.default})
+#: Views/slices/casts through which "the same tensor read differently" is found (near-miss reporting only).
+VIEWS = RESHAPES | frozenset({
+    torch.ops.prims.convert_element_type.default, aten._to_copy.default, aten.slice.Tensor, aten.select.int,
+    aten.permute.default, aten.t.default, aten.transpose.int, aten.clone.default, aten.alias.default,
+    aten.expand.default, aten.squeeze.dim, aten.unsqueeze.default, aten.narrow.default})
 WHAT = "GEMMs of one activation"
 
 
@@ -184,12 +185,18 @@ class GemmMergePass:
             keys = {g.key for g in gemms}
             if len(keys) < 2 or root is None:
                 continue
+            dtypes = {_val(g.act).dtype for g in gemms}
             for g in gemms:
-                if len(groups.get(g.key, ())) == 1:
-                    ctx.near_miss(g.node.name, NearMiss(
-                        self.name, WHAT, f"reads {getattr(root, 'name', root)} through another view or slice "
-                        f"than the other GEMMs of it (activation shape {tuple(_val(g.act).shape)}): not the "
-                        "same (M, K) activation", location_of(g.node)), overwrite=False)
+                if len(groups.get(g.key, ())) != 1:
+                    continue
+                act = _val(g.act)
+                if len(dtypes) > 1:
+                    why = (f"different dtypes: reads {getattr(root, 'name', root)} cast to {dtype_name(act)}, "
+                           f"other GEMMs of it read {'/'.join(sorted(dtype_name_of(d) for d in dtypes - {act.dtype}))}")
+                else:
+                    why = (f"reads {getattr(root, 'name', root)} through another view or slice than the other "
+                           f"GEMMs of it (activation shape {tuple(act.shape)}): not the same (M, K) activation")
+                ctx.near_miss(g.node.name, NearMiss(self.name, WHAT, why, location_of(g.node)), overwrite=False)
 
     def _merge(self, graph: Graph, ctx: PassContext, gemms: list[_Gemm], order: dict, decision: Any) -> None:
         first = gemms[0]

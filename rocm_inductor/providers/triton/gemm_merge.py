@@ -257,8 +257,11 @@ def _blocks(ns: tuple[int, ...], block_n: int) -> int:
 
 
 def _split_for(ns: tuple[int, ...], k: int, block_n: int, block_k: int, sms: int) -> int:
-    """Smallest power-of-two K split (<= 8, each split >= one BLOCK_K) giving >= 2 programs per SM."""
+    """Smallest power-of-two K split (<= 8, each split >= one BLOCK_K) giving >= 2 programs per SM; none
+    when the column blocks alone give >= 1.5 per SM (the split's workspace round trip would cost more)."""
     split, programs = 1, _blocks(ns, block_n)
+    if 2 * programs >= 3 * sms:
+        return 1
     while programs * split < 2 * sms and split < 8 and k >= 2 * split * block_k:
         split *= 2
     return split
