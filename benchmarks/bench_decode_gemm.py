@@ -150,8 +150,8 @@ def layer_rows(args, bw_gbs: float, cuda: bool, dev: str) -> list[dict]:
             for m in _ints(args.buckets):
                 x = torch.randn(m, hidden, device=dev, dtype=dtype)
                 floor_us = (wbytes + m * hidden * esize + m * sum(ns) * esize) / (bw_gbs * 1e3)
-                sep = _time_rotating([lambda ws=ws: [F.linear(x, w) for w in ws] for ws in sets], cuda)
-                ours_calls = [lambda ws=ws: tg.merged_gemm(x, ws, [None] * len(ws)) for ws in sets]
+                sep = _time_rotating([lambda ws=ws, x=x: [F.linear(x, w) for w in ws] for ws in sets], cuda)
+                ours_calls = [lambda ws=ws, x=x: tg.merged_gemm(x, ws, [None] * len(ws)) for ws in sets]
                 ours = _time_rotating(ours_calls, cuda)
                 cfg = tg._TUNED.get(tg._key(x, sets[0], [None] * len(ns))) or tg.default_config(
                     m, tuple(ns), hidden, dtype)
@@ -163,7 +163,7 @@ def layer_rows(args, bw_gbs: float, cuda: bool, dev: str) -> list[dict]:
                            ours_vs_floor=round(ours / floor_us, 2), ours_config=_cfg_str(cfg),
                            max_abs_diff=f"{err:.2g}", concat_extra_mib="")
                 if cats is not None:
-                    cat = _time_rotating([lambda c=c: F.linear(x, c) for c in cats], cuda)
+                    cat = _time_rotating([lambda c=c, x=x: F.linear(x, c) for c in cats], cuda)
                     row.update(concat_cublas_us=round(cat, 2), concat_extra_mib=round(wbytes / 2**20, 1))
                 rows.append(row)
                 print(f"layer {model:<6} {gname:<8} M={m:<3} sep {sep:8.2f} cat {row['concat_cublas_us']!s:>8} "

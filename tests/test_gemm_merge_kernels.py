@@ -105,14 +105,15 @@ def test_check_reasons():
 
 
 def test_configs_pruned_for_wave64_and_default_fills_the_gpu():
-    """ROCm (64-wide waves): no config over 1024 threads and no weight tile over 16384 elements (the one that
-    spilled on gfx942); the default gives >= 2 programs per SM for k/v-sized GEMMs through split-K."""
+    """No config over 1024 threads at wave64 (ROCm), every tl.dot tile within the register budget found
+    spill-free on sm_90 and gfx942; the default gives >= 2 programs per SM for k/v-sized GEMMs (split-K)."""
     for m in (1, 4, 32):
         for warp in (32, 64):
-            cfgs = gm.candidates(m, (2048, 512, 512), 2048, torch.bfloat16, 132, warp)
-            assert cfgs and all(c.num_warps * warp <= 1024 for c in cfgs)
-            if warp == 64:
-                assert all(c.block_n * c.block_k <= 16384 for c in cfgs if c.dot)
+            for dt in (torch.bfloat16, torch.float32):
+                cfgs = gm.candidates(m, (2048, 512, 512), 2048, dt, 132, warp)
+                assert cfgs and all(c.num_warps * warp <= 1024 for c in cfgs)
+                budget = gm.TILE_BUDGET // (2 if dt == torch.float32 else 1)
+                assert all(c.block_m * c.block_n * c.block_k <= budget * c.num_warps for c in cfgs if c.dot)
     d = gm.default_config(1, (512, 512), 2048, torch.bfloat16, sms=132)
     assert sum(-(-n // d.block_n) for n in (512, 512)) * d.split_k >= 2 * 132
     big = gm.default_config(1, (8192, 8192), 2048, torch.bfloat16, sms=132)

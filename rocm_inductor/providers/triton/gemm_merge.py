@@ -31,9 +31,10 @@ shape, ``ROCM_FUSED_GEMM_TUNE=0``): the widest column block that still gives one
 smallest power-of-two K split that gives two per SM. On a GPU, the first call of a shape outside a capture
 times every candidate with ``triton.testing.do_bench`` (L2 flushed between runs; whole launches, the split-K
 reduction included) and keeps the fastest for that shape key. Configs with ``num_warps * warp_size > 1024``
-are dropped (ROCm's 64-wide wavefronts). Block sizes follow the issue's guidance (BLOCK_N 16-128, BLOCK_K
-128-512, padded M of 16); they are not yet measured: ``benchmarks/bench_decode_gemm.py`` prints the config
-each shape picked.
+are dropped (ROCm's 64-wide wavefronts), and every tile stays within :data:`TILE_BUDGET`, the register
+budget found spill-free by AOT compiles for sm_90 and gfx942. Block sizes follow the issue's guidance
+(BLOCK_N 16-128, BLOCK_K 64-256, padded M of 16); their speed is not yet measured:
+``benchmarks/bench_decode_gemm.py`` prints the config each shape picked.
 """
 
 from __future__ import annotations
@@ -267,46 +268,70 @@ def _split_for(ns: tuple[int, ...], k: int, block_n: int, block_k: int, sms: int
     return split
 
 
-def default_config(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int | None = None) -> Config:
+#: Register budget of a ``tl.dot`` program: BLOCK_M * BLOCK_N * BLOCK_K <= TILE_BUDGET * num_warps (16-bit
+#: inputs; half for float32). Measured by AOT compiling every :func:`tiles` entry for sm_90 (ptxas -v) and
+#: gfx942 (triton 3.9, 2026-12-01): none spilled (sm_90: 127-182 registers; gfx942: 58-194 VGPRs, no scratch),
+#: while tiles at twice the budget did: M 16 x N 64 x K 256 at 4 warps 255 registers + 36 B spilled on sm_90,
+#: N 128 x K 128 2260 B; N 64 x K 256 at 8 warps spilled 31 VGPRs on gfx942.
+TILE_BUDGET = 16384
+
+
+def tiles(block_m: int, k: int, dtype: torch.dtype, warp: int) -> list[tuple[int, int, int]]:
+    """(BLOCK_N, BLOCK_K, num_warps) within :data:`TILE_BUDGET`, BLOCK_N 16-128, BLOCK_K 64-256 (128 for float32;
+    <= K padded to a power of two), 4 or 8 warps with ``num_warps * warp <= 1024`` (ROCm wave64: both fit)."""
+    budget = TILE_BUDGET // (2 if dtype == torch.float32 else 1)
+    kmax = max(16, _pow2_at_least(k))
+    # BLOCK_K at most 512 bytes of a weight row: N 16 x K 512 at 8 warps spilled 12 B on sm_90 (128 registers)
+    bk_max = 128 if dtype == torch.float32 else 256
+    out = []
+    for warps in (4, 8):
+        if warps * warp > MAX_THREADS:
+            continue
+        for bn in (16, 32, 64, 128):
+            bk = bk_max
+            while bk > 64 and block_m * bn * bk > budget * warps:
+                bk //= 2
+            if block_m * bn * bk <= budget * warps:
+                out.append((bn, min(bk, kmax), warps))
+    return out
+
+
+def default_config(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int | None = None,
+                   warp: int = 32) -> Config:
     """The untuned config (see the module docstring); a pure function of the shape and SM count.
 
-    ``tl.dot`` with M padded to 16 (32 above 16 rows); BLOCK_K 256 for 16-bit inputs (128 for float32, whose
-    IEEE dot holds more in registers); the widest BLOCK_N of 64/32/16 giving >= one program per SM.
+    ``tl.dot`` with M padded to 16 (32 above 16 rows), 8 warps, the widest BLOCK_N of 64/32/16 giving >= one
+    program per SM, the largest BLOCK_K of :func:`tiles` for it, then the K split of :func:`_split_for`.
     A guess from the issue's guidance, not measured: it has to be correct, capture-safe and not slow.
     """
     sms = sms or _sms()
     block_m = 16 if m <= 16 else 32
-    block_k = 128 if dtype == torch.float32 else 256
-    block_k = min(block_k, max(16, _pow2_at_least(k)))
     block_n = 16
     for bn in (64, 32):
         if _blocks(ns, bn) >= sms:
             block_n = bn
             break
-    return Config(block_m, block_n, block_k, _split_for(ns, k, block_n, block_k, sms), 4, 3, True)
+    table = {(bn, w): bk for bn, bk, w in tiles(block_m, k, dtype, warp)}
+    warps = 8 if (block_n, 8) in table else 4
+    block_k = table[(block_n, warps)]
+    return Config(block_m, block_n, block_k, _split_for(ns, k, block_n, block_k, sms), warps, 3, True)
 
 
 def candidates(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int, warp: int) -> list[Config]:
-    """Configs timed for one shape (first call on a GPU): BLOCK_N 16-128 x (no split, the auto split) with
-    ``tl.dot``, plus the FMA variant for M <= 4; ``num_warps * warp > 1024`` dropped (ROCm wave64)."""
+    """Configs timed for one shape (first call on a GPU): the default, every :func:`tiles` entry of 8 warps
+    and the 4-warp BLOCK_N 16/32 ones x (no split, the auto split) with ``tl.dot``, plus the FMA variant
+    (BLOCK_N 32, BLOCK_K 128, 4 warps: 127 / 243 registers on sm_90 at M 1 / 4, no spills) for M <= 4.
+    About 10-14 configs: each is one more Triton compile (~0.5 s) at the first call of a shape."""
     block_m = 16 if m <= 16 else 32
-    bk = 128 if dtype == torch.float32 else 256
-    # weight-tile elements: AOT for gfx942 (triton 3.9, 2026-12-01) spilled 7 VGPRs at 128 x 256 with 8
-    # warps (bf16, M 16) and none at 64 x 256; sm_90 kept 128 x 256 without spills
-    tile_limit = 16384 if warp == 64 else 32768
-    out = [default_config(m, ns, k, dtype, sms)]
-    for bn in (16, 32, 64, 128):
-        for block_k in (bk, 2 * bk):
-            if block_k > max(16, _pow2_at_least(k)) or bn * block_k > tile_limit:
-                continue
-            auto = _split_for(ns, k, bn, block_k, sms)
-            for split in sorted({1, auto}):
-                out.append(Config(block_m, bn, block_k, split, 4 if bn <= 64 else 8, 3, True))
-    if m <= 4:
-        fm = _pow2_at_least(m)
-        for bn in (16, 32):
-            block_k = 128
-            out.append(Config(fm, bn, block_k, _split_for(ns, k, bn, block_k, sms), 4, 2, False))
+    out = [default_config(m, ns, k, dtype, sms, warp)]
+    for bn, bk, warps in tiles(block_m, k, dtype, warp):
+        if warps == 4 and bn > 32:
+            continue
+        auto = _split_for(ns, k, bn, bk, sms)
+        for split in sorted({1, auto}):
+            out.append(Config(block_m, bn, bk, split, warps, 3, True))
+    if m <= 4 and dtype != torch.float32:
+        out.append(Config(_pow2_at_least(m), 32, 128, _split_for(ns, k, 32, 128, sms), 4, 2, False))
     seen, kept = set(), []
     for c in out:
         if c not in seen and c.num_warps * warp <= MAX_THREADS:
@@ -405,7 +430,7 @@ def _tune(x, weights, biases, key) -> Config:
             continue
         if ms < best_ms:
             best, best_ms = cfg, ms
-    return best or default_config(m, ns, k, x.dtype)
+    return best or default_config(m, ns, k, x.dtype, warp=warp_size())
 
 
 def pick_config(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor | None]) -> Config:
@@ -417,7 +442,7 @@ def pick_config(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch
     ns = tuple(w.shape[0] for w in weights)
     if (_interpreting() or not x.is_cuda or _capturing(x)
             or os.environ.get("ROCM_FUSED_GEMM_TUNE", "1") == "0"):
-        return default_config(m, ns, k, x.dtype)
+        return default_config(m, ns, k, x.dtype, warp=warp_size())
     cfg = _tune(x, weights, biases, key)
     _TUNED[key] = cfg
     return cfg
@@ -501,7 +526,9 @@ def aot_cases() -> list[dict]:
     main_case("qkv_bias_m4_fp16", "fp16", 3, default_config(4, (896, 128, 128), 896, torch.float16),
               hb=(True, True, True, False), even_k=False)
     main_case("qkv_fma_m1_bf16", "bf16", 3, Config(1, 32, 128, 2, 4, 2, False))
-    main_case("gateup_bn128_m16_bf16", "bf16", 2, Config(16, 128, 256, 1, 8, 3, True))
+    main_case("gateup_bn128_m16_bf16", "bf16", 2, Config(16, 128, 64, 1, 8, 3, True))
+    main_case("qkv_4warps_m16_bf16", "bf16", 3, Config(16, 16, 256, 2, 4, 3, True))
+    main_case("qkv_4warps_m32_fp16", "fp16", 3, Config(32, 32, 64, 1, 4, 3, True))
     main_case("qkv_m4_fp32_ieee", "fp32", 3, default_config(4, (512, 128, 128), 512, torch.float32), ieee=True)
     red_sig = {"P": "*fp32", **{f"B{i}": "*bf16" for i in range(4)}, **{f"Y{i}": "*bf16" for i in range(4)}}
     red_sig.update({n: "i32" for n in ("M", "N0", "N1", "N2", "N3", "C1", "C2", "C3", "NTOT")})
