@@ -318,19 +318,21 @@ def default_config(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms:
 
 
 def candidates(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int, warp: int) -> list[Config]:
-    """Configs timed for one shape (first call on a GPU): the default, every :func:`tiles` entry of 8 warps
-    and the 4-warp BLOCK_N 16/32 ones x (no split, the auto split) with ``tl.dot``, plus the FMA variant
-    (BLOCK_N 32, BLOCK_K 128, 4 warps: 127 / 243 registers on sm_90 at M 1 / 4, no spills) for M <= 4.
-    About 10-14 configs: each is one more Triton compile (~0.5 s) at the first call of a shape."""
+    """Configs timed for one shape (first call on a GPU), 4-6 of them, since each is one more Triton compile
+    (~0.5-1 s) at the first call of a shape: the default; the 8-warp :func:`tiles` with BLOCK_N 16/32/64 at
+    their auto K split (BLOCK_N 128 too when it still gives one program per SM); the default's BLOCK_N
+    without a split when it has one; the FMA variant (BLOCK_N 32, BLOCK_K 128, 4 warps: 127 registers on
+    sm_90 at M = 1, no spills) for M <= 2. Configs over 1024 threads at ``warp`` are dropped."""
     block_m = 16 if m <= 16 else 32
-    out = [default_config(m, ns, k, dtype, sms, warp)]
+    default = default_config(m, ns, k, dtype, sms, warp)
+    out = [default]
     for bn, bk, warps in tiles(block_m, k, dtype, warp):
-        if warps == 4 and bn > 32:
+        if warps != default.num_warps or (bn == 128 and _blocks(ns, 128) < sms):
             continue
-        auto = _split_for(ns, k, bn, bk, sms)
-        for split in sorted({1, auto}):
-            out.append(Config(block_m, bn, bk, split, warps, 3, True))
-    if m <= 4 and dtype != torch.float32:
+        out.append(Config(block_m, bn, bk, _split_for(ns, k, bn, bk, sms), warps, 3, True))
+    if default.split_k > 1:
+        out.append(dataclasses.replace(default, split_k=1))
+    if m <= 2 and dtype != torch.float32:
         out.append(Config(_pow2_at_least(m), 32, 128, _split_for(ns, k, 32, 128, sms), 4, 2, False))
     seen, kept = set(), []
     for c in out:
