@@ -16,6 +16,7 @@ from test_gemm_merge_kernels import assert_gemm_contract
 from rocm_inductor.policy import PASS_DEFAULTS
 
 MM, ADDMM, MERGED = "aten.mm.default", "aten.addmm.default", "rocm_fused.merged_gemm.default"
+ON = {"gemm_merge": True}
 H = 64
 #: q/k/v widths: none a multiple of 16 (the smallest block).
 NQ, NK = 40, 20
@@ -32,6 +33,11 @@ class QKV(torch.nn.Module):
 
     def forward(self, x):
         return self.q_proj(x) * 2, torch.tanh(self.k_proj(x)), self.v_proj(x) + 1
+
+
+def run(fn, *args, options=None, **kw):
+    """``compile_run`` with the pass on (a forced global provider alone does not turn it on)."""
+    return compile_run(fn, *args, options={"passes": ON, **(options or {})}, **kw)
 
 
 def _gemms(counter) -> int:
@@ -60,7 +66,7 @@ def test_qkv_merged_static_m(dtype, bias, provider):
     torch.manual_seed(0)
     mod = QKV(dtype, bias).eval()
     x = torch.randn(2, 3, H, dtype=dtype)
-    out, seen = compile_run(mod, x, options={"provider": provider})
+    out, seen = run(mod, x, options={"provider": provider})
     (c,) = seen
     assert _gemms(c.before) == 3 and _gemms(c.after) == 0 and c.after[MERGED] == 1
     (m,) = c.report.matches
@@ -79,7 +85,7 @@ def test_symbolic_m_uses_the_bucket_bound(bound, merged):
         torch._dynamo.mark_dynamic(x, 0, min=2, max=bound)
     else:
         torch._dynamo.mark_dynamic(x, 0)
-    out, seen = compile_run(mod, x, dynamic=None)
+    out, seen = run(mod, x, dynamic=None)
     c = seen[-1]
     assert c.after.get(MERGED, 0) == int(merged)
     if merged:
@@ -92,7 +98,7 @@ def test_symbolic_m_uses_the_bucket_bound(bound, merged):
 
 def test_large_static_m_is_a_near_miss():
     mod = QKV().eval()
-    _, seen = compile_run(mod, torch.randn(2, 40, H))
+    _, seen = run(mod, torch.randn(2, 40, H))
     (c,) = seen
     assert MERGED not in c.after
     (miss,) = c.report.near_misses
@@ -100,11 +106,15 @@ def test_large_static_m_is_a_near_miss():
 
 
 def test_off_unless_enabled():
-    """Off by default on every platform until measured; options={"passes": {...: False}} wins over a forced
-    provider."""
+    """Off by default on every platform until measured; a forced global provider (what every CPU test and the
+    example set) does not turn it on, forcing merged_gemm's provider does."""
     assert not any(PASS_DEFAULTS[p].get("gemm_merge", False) for p in PASS_DEFAULTS)
-    _, seen = compile_run(QKV().eval(), torch.randn(1, 1, H), options={"passes": {"gemm_merge": False}})
+    mod, x = QKV().eval(), torch.randn(1, 1, H)
+    _, seen = compile_run(mod, x)
     assert MERGED not in seen[0].after and _gemms(seen[0].after) == 3
+    assert "providers" in seen[0].report.passes_skipped["gemm_merge"]
+    _, seen = compile_run(mod, x, options={"providers": {"merged_gemm": "reference"}})
+    assert seen[0].after[MERGED] == 1
 
 
 class _Casts(torch.nn.Module):
@@ -123,7 +133,7 @@ class _Casts(torch.nn.Module):
 def test_different_dtype_is_a_near_miss_and_the_rest_merges():
     mod = _Casts().eval()
     x = torch.randn(1, 2, H, dtype=torch.bfloat16)
-    _, seen = compile_run(mod, x)
+    _, seen = run(mod, x)
     (c,) = seen
     assert c.after[MERGED] == 1 and _gemms(c.after) == 1
     assert c.report.matches[0].note.startswith(f"2 GEMMs merged, N {NQ}/{NK}")
@@ -144,7 +154,7 @@ class _Slices(torch.nn.Module):
 
 
 def test_other_view_of_the_activation_is_a_near_miss():
-    _, seen = compile_run(_Slices().eval(), torch.randn(2, 3, H))
+    _, seen = run(_Slices().eval(), torch.randn(2, 3, H))
     (c,) = seen
     assert MERGED not in c.after
     assert any("another view or slice" in m.reason for m in c.report.near_misses)
@@ -165,10 +175,10 @@ class _KN(torch.nn.Module):
 def test_kn_weights_merge_on_reference_and_are_a_layout_near_miss_on_triton():
     mod = _KN().eval()
     x = torch.randn(3, H)
-    out, seen = compile_run(mod, x)
+    out, seen = run(mod, x)
     assert seen[0].after[MERGED] == 1
     _check(out, mod, x)
-    _, seen = compile_run(mod, x, options={"provider": "triton"})
+    _, seen = run(mod, x, options={"provider": "triton"})
     (c,) = seen
     assert MERGED not in c.after
     (miss,) = c.report.near_misses
@@ -187,7 +197,7 @@ class _Five(torch.nn.Module):
 def test_five_gemms_split_into_three_and_two():
     mod = _Five().eval()
     x = torch.randn(2, H)
-    out, seen = compile_run(mod, x)
+    out, seen = run(mod, x)
     (c,) = seen
     assert c.after[MERGED] == 2 and _gemms(c.after) == 0
     assert sorted(m.note.split(" GEMMs")[0] for m in c.report.matches) == ["2", "3"]
@@ -208,7 +218,7 @@ class _Dependent(torch.nn.Module):
 
 
 def test_dependent_gemms_are_a_near_miss():
-    _, seen = compile_run(_Dependent().eval(), torch.randn(2, H))
+    _, seen = run(_Dependent().eval(), torch.randn(2, H))
     (c,) = seen
     assert MERGED not in c.after
     assert any("reorder" in m.reason for m in c.report.near_misses)

@@ -138,6 +138,9 @@ class GemmMergePass:
 
     name = "gemm_merge"
     ops = ("merged_gemm",)
+    #: Off until measured, and not switched on by a forced global ``provider=`` (the CPU tests and example
+    #: force ``"reference"``): only ``passes={"gemm_merge": True}`` or ``providers={"merged_gemm": ...}``.
+    enabled_by_provider = False
 
     def __call__(self, graph: Graph, ctx: PassContext) -> None:
         from ..lowerings.gemm_buckets import decide
