@@ -49,6 +49,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(1, str(pathlib.Path(__file__).resolve().parents[1]))  # rocm_inductor without an install
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
 from timing import copy_bandwidth_gbs, time_call, write_results  # noqa: E402
 
@@ -197,7 +198,9 @@ def compile_step(config: str, step, cuda: bool, tiny: bool):
         opts["passes"] = {p: p == "gemm_merge" for p in PASS_NAMES}
     if not cuda:
         opts["provider"] = "reference"  # CPU smoke test: nothing is rewritten by default there
-    return torch.compile(step, backend="rocm_fused", options=opts, fullgraph=True, dynamic=False)
+    from rocm_inductor.backend import rocm_fused  # the callable: no installed entry point needed
+
+    return torch.compile(step, backend=rocm_fused, options=opts, fullgraph=True, dynamic=False)
 
 
 def step_run(config, model, cfg, args, batch, cuda, dev) -> dict:

@@ -29,7 +29,8 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         #   then Triton. AITER's rope_cached_positions_2c_fwd only when forced (not measured here).
         "rope": ("triton",),
         "rope_cached": ("amd_flashinfer", "triton"),
-        # merged_gemm: our Triton grouped small-M GEMM (no vendor library merges GEMMs of separate weights).
+        # merged_gemm: our Triton grouped small-M GEMM only (no vendor grouped GEMM is wrapped here); issue 19,
+        #   verified on CPU stand-ins only.
         "merged_gemm": ("triton",),
     },
     "cuda": {
