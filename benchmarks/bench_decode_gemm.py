@@ -20,6 +20,8 @@ position ``--pos``), B in ``--buckets``, configs
                       Inductor's own passes may concatenate some GEMMs of one input)
   rocm_fused          ``backend="rocm_fused"`` with CUDA graphs and only ``gemm_merge`` on (the effect of this
                       issue alone; ``rocm_fused_all`` = the platform's default passes + gemm_merge)
+  rocm_fused_freezing (optional) rocm_fused under freezing: Inductor's freezing concatenates GEMMs of one input
+                      only when their weights have one shape (gate/up), our pass then merges q/k/v
 Runs go in priority order (B=1 of every model first, Inductor and rocm_fused before freezing) and a run whose
 estimated cost would pass ``--budget-s`` is skipped and listed (compiles: ~30 s for the 16-layer Llama, ~70 s
 for the 28-layer Qwen3 on the H200, benchmarks/results/decode_*.csv); the full matrix takes more than one
@@ -53,7 +55,8 @@ sys.path.insert(1, str(pathlib.Path(__file__).resolve().parents[1]))  # rocm_ind
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
 from timing import copy_bandwidth_gbs, time_call, write_results  # noqa: E402
 
-CONFIGS = ("inductor", "rocm_fused", "inductor_freezing", "rocm_fused_all")
+CONFIGS = ("inductor", "rocm_fused", "inductor_freezing", "rocm_fused_freezing", "rocm_fused_all")
+FREEZING = ("inductor_freezing", "rocm_fused_freezing")
 STEP_COLUMNS = ("model", "batch", "config", "step_us")
 
 #: (hidden, q, kv, inter, vocab) per model shape (the checkpoints' config.json; hf_models.FAMILIES).
@@ -192,7 +195,7 @@ def compile_step(config: str, step, cuda: bool, tiny: bool):
     if config in ("inductor", "inductor_freezing"):
         return torch.compile(step, mode="reduce-overhead" if cuda else None, fullgraph=True, dynamic=False)
     opts = {"cudagraphs": cuda, "passes": {"gemm_merge": True}}
-    if config == "rocm_fused":
+    if config in ("rocm_fused", "rocm_fused_freezing"):
         from rocm_inductor.options import PASS_NAMES
 
         opts["passes"] = {p: p == "gemm_merge" for p in PASS_NAMES}
@@ -216,7 +219,7 @@ def step_run(config, model, cfg, args, batch, cuda, dev) -> dict:
     fn = compile_step(config, step, cuda, args.tiny)
     rocm_inductor.clear_reports()
     patches = {"force_disable_caches": True}
-    if config == "inductor_freezing":
+    if config in FREEZING:
         patches["freezing"] = True
     with torch.no_grad(), torch._inductor.config.patch(patches):
         t0 = time.perf_counter()
@@ -252,7 +255,7 @@ def first_guess_s(layers: int, config: str) -> float:
     Llama step in ~30 s, the 28-layer Qwen3 in ~70 s (benchmarks/results/decode_*.csv); freezing adds
     constant folding (a guess: +30%)."""
     base = 30.0 if layers <= 16 else 70.0 * layers / 28
-    return base * (1.3 if config == "inductor_freezing" else 1.0) + 5.0
+    return base * (1.3 if config in FREEZING else 1.0) + 5.0
 
 
 def plan(args) -> list[tuple[str, int, str]]:
@@ -266,11 +269,11 @@ def plan(args) -> list[tuple[str, int, str]]:
     runs = []
     for b in buckets:
         for m in models:
-            runs += [(m, b, c) for c in CONFIGS if c in configs and c != "inductor_freezing"]
+            runs += [(m, b, c) for c in CONFIGS if c in configs and c not in FREEZING]
             if b == buckets[0]:
-                runs += [(m, b, c) for c in configs if c == "inductor_freezing"]
+                runs += [(m, b, c) for c in FREEZING if c in configs]
     for b in buckets[1:]:
-        runs += [(m, b, "inductor_freezing") for m in models if "inductor_freezing" in configs]
+        runs += [(m, b, c) for m in models for c in FREEZING if c in configs]
     return runs
 
 
