@@ -24,6 +24,12 @@ Left alone silently: a single GEMM of its activation (gpt-fast's already fused `
 ``bmm``/``baddbmm`` (attention), scaled/int8 GEMMs, training graphs' GEMMs whose inputs are also saved
 (merging them is still exact, but the pass targets inference and does not look at them differently).
 
+Off by default on every platform until measured (``policy.PASS_DEFAULTS``), and, unlike the other passes, not
+switched on by a forced global ``provider=``: enable it with ``options={"passes": {"gemm_merge": True}}`` (or
+force ``providers={"merged_gemm": ...}``). Under Inductor freezing the weights arrive as constants (often
+already transposed into (K, N) tensors): they merge the same way; freezing's own concatenation of GEMMs of one
+input (weights of one shape: gate/up) happens before this pass, which then sees one GEMM there.
+
    x ─► view ─► mm(·, permute(Wq)) ─► q          ==>     x ─► view ─► merged_gemm(·, [Wq, Wk, Wv]) ─► q, k, v
    x ─► view ─► mm(·, permute(Wk)) ─► k
    x ─► view ─► mm(·, permute(Wv)) ─► v
