@@ -33,7 +33,8 @@ class Options:
         passes: per-pass enable/disable override, e.g. ``{"sigmoid_gate": True}``; a pass not named
             here follows the platform policy (``rocm_inductor.policy``).
         strict: re-raise errors from our passes instead of warning and compiling the graph untouched.
-        aten_gemm_max_m: largest GEMM M (tokens) kept on ATen under level 2.
+        aten_gemm_max_m: largest GEMM M (tokens) kept on ATen under level 2; also the decode-bucket limit of
+            the gemm_merge pass (0 turns both off).
         cudagraphs: force CUDA graphs on/off (``None`` = what the level or mode implies).
         inductor_config: Inductor config patches applied last, over what the level sets, as
             ``torch.compile(backend="inductor", options=...)`` takes them, e.g.
