@@ -4,7 +4,7 @@
 # decode:MODEL[:CONFIGS]
 # (one model family per device call, e.g. decode:llama or decode:qwen3:rocm_fused_l2), decode-chart (one PNG
 # from the committed benchmarks/results/decode_*.csv); gemm takes its bench_gemm_levels.py flags from
-# $GEMM_ARGS. Results land in $OUT.
+# $GEMM_ARGS; decode-gemm (bench_decode_gemm.py, issue 19) its flags from $DGEMM_ARGS. Results land in $OUT.
 # Two GPUs (nvidia-h200-x2): install once (no steps), then run two instances with SKIP_INSTALL=1 and
 # CUDA_VISIBLE_DEVICES=0 / 1 in the background; tar $OUT at the end (8 files come back at most).
 set -u
@@ -36,6 +36,8 @@ for step in "$@"; do
     decode-chart) python3 benchmarks/decode.py --chart benchmarks/results/decode_*.csv --out "$OUT" ;;
     tp) TORCH_SYMM_MEM_DISABLE_MULTICAST=1 timeout ${TP_TIMEOUT:-560} torchrun --nproc-per-node 2 \
              benchmarks/bench_tp.py --out "$OUT" 2>&1 | tee "$OUT/tp.log" | grep -v -i "warn" | tail -60 ;;  # 2 GPUs
+    decode-gemm) timeout ${DGEMM_TIMEOUT:-290} python3 benchmarks/bench_decode_gemm.py --out "$OUT" ${DGEMM_ARGS:-} 2>&1 \
+             | tee "$OUT/decode_gemm.log" | grep -v -i "warn" | tail -60 ;;
     gemm) timeout ${GEMM_TIMEOUT:-560} python3 benchmarks/bench_gemm_levels.py --out "$OUT" --budget-s ${GEMM_BUDGET:-420} ${GEMM_ARGS:-} 2>&1 | tail -30 ;;
   esac
 done

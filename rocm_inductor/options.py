@@ -18,7 +18,7 @@ PROVIDER_NAMES = ("reference", "triton", "flashinfer", "amd_flashinfer", "aiter"
 BACKEND_OWNED_CONFIG = ("post_grad_custom_pre_pass", "inductor_choices_class")
 
 #: Names of the rewrite passes, in the order the pass manager runs them.
-PASS_NAMES = ("rms_norm", "rope", "sigmoid_gate", "sampling", "all_reduce_norm")
+PASS_NAMES = ("rms_norm", "rope", "sigmoid_gate", "sampling", "all_reduce_norm", "gemm_merge")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +33,8 @@ class Options:
         passes: per-pass enable/disable override, e.g. ``{"sigmoid_gate": True}``; a pass not named
             here follows the platform policy (``rocm_inductor.policy``).
         strict: re-raise errors from our passes instead of warning and compiling the graph untouched.
-        aten_gemm_max_m: largest GEMM M (tokens) kept on ATen under level 2.
+        aten_gemm_max_m: largest GEMM M (tokens) kept on ATen under level 2; also the decode-bucket limit of
+            the gemm_merge pass (0 turns both off).
         cudagraphs: force CUDA graphs on/off (``None`` = what the level or mode implies).
         inductor_config: Inductor config patches applied last, over what the level sets, as
             ``torch.compile(backend="inductor", options=...)`` takes them, e.g.

@@ -39,6 +39,9 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         #   its bf16 rounding is not measured (its norm module truncates on gfx942, ROCm/aiter#5151), and the
         #   pass is off (PASS_DEFAULTS): measure on 2 GPUs first.
         "all_reduce_add_rms_norm": ("aiter",),
+        # merged_gemm: our Triton grouped small-M GEMM only (no vendor grouped GEMM is wrapped here); issue 19,
+        #   verified on CPU stand-ins only.
+        "merged_gemm": ("triton",),
     },
     "cuda": {
         "rms_norm": ("flashinfer", "triton"),
@@ -66,6 +69,8 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         # all_reduce_add_rms_norm: FlashInfer's TRT-LLM all-reduce fusion (IPC workspace, never its multicast
         #   backend). Not yet measured: benchmarks/bench_tp.py on 2 GPUs; the pass is off until then.
         "all_reduce_add_rms_norm": ("flashinfer",),
+        # merged_gemm: our Triton grouped small-M GEMM only (issue 19); not yet measured.
+        "merged_gemm": ("triton",),
     },
     "cpu": {},
 }
@@ -92,8 +97,13 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     # all_reduce_norm: OFF everywhere. Not measured: it needs 2 GPUs (benchmarks/bench_tp.py, issue 18); the
     #   CPU gloo tests show only that it matches and is exact. Enable with options={"passes":
     #   {"all_reduce_norm": True}} (it rewrites what the rms_norm pass left, so keep that pass on).
-    "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False, "all_reduce_norm": False},
-    "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": True, "rope": False, "all_reduce_norm": False},
+    # gemm_merge: OFF until measured (issue 19): benchmarks/bench_decode_gemm.py times q/k/v and gate/up per
+    #   layer (separate / concatenated cuBLAS / ours / HBM floor) and the whole decode step; turn it on where
+    #   the step is >= 1.00x Inductor at every bucket. ROCm: verified on CPU stand-ins only.
+    "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False, "all_reduce_norm": False,
+             "gemm_merge": False},
+    "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": True, "rope": False, "all_reduce_norm": False,
+             "gemm_merge": False},
     "cpu": {},
 }
 

@@ -12,13 +12,15 @@ import functools
 @functools.lru_cache(maxsize=1)
 def _passes() -> tuple:
     from .all_reduce_norm import AllReduceNormPass
+    from .gemm_merge import GemmMergePass
     from .rms_norm import RMSNormPass
     from .rope import RoPEPass
     from .sampling import SamplingPass
     from .sigmoid_gate import SigmoidGatePass
 
     # all_reduce_norm after rms_norm: it extends the norms that pass rewrote with the all-reduce before them.
-    return (RMSNormPass(), RoPEPass(), SigmoidGatePass(), SamplingPass(), AllReduceNormPass())
+    return (RMSNormPass(), RoPEPass(), SigmoidGatePass(), SamplingPass(), AllReduceNormPass(),
+            GemmMergePass())
 
 
 def all_passes() -> tuple:

@@ -168,14 +168,19 @@ class PassManager(CustomGraphPass):
         run, skipped = [], {}
         for p in self.passes:
             user = self.options.pass_enabled(p.name)
-            forced = any(self.options.provider_for(op) for op in p.ops)
+            # a pass with ``enabled_by_provider = False`` (gemm_merge) is not turned on by the global
+            # ``provider=`` (which every CPU test and example forces), only by its own op's provider or by name
+            by_global = getattr(p, "enabled_by_provider", True)
+            forced = any((self.options.provider_for(op) if by_global else dict(self.options.providers).get(op))
+                         for op in p.ops)
             if user is False:
                 skipped[p.name] = "disabled by options"
             elif user or forced or PASS_DEFAULTS.get(plat_kind, {}).get(p.name, False):
                 run.append(p)
             else:
+                how = "or force a provider" if by_global else f"or options={{'providers': {{'{p.ops[0]}': ...}}}}"
                 skipped[p.name] = (f"off on {plat_kind} by default (enable with options={{'passes': "
-                                   f"{{'{p.name}': True}}}} or force a provider)")
+                                   f"{{'{p.name}': True}}}} {how})")
         return run, skipped
 
     def __call__(self, graph: Graph) -> None:

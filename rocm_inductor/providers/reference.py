@@ -160,13 +160,34 @@ def rope_cached_ref(q: torch.Tensor, k: torch.Tensor | None, positions: torch.Te
     return rope_ref(q, k, c, s, rotary_dim, interleaved, half_table=True)
 
 
+def merged_gemm_ref(x: torch.Tensor, weights: list[torch.Tensor],
+                    biases: list[torch.Tensor | None]) -> list[torch.Tensor]:
+    """Several GEMMs of one activation, each exactly as eager computes it alone (``rocm_fused::merged_gemm``).
+
+    ``out[i] = torch.mm(x, w_i.t())`` or ``torch.addmm(b_i, x, w_i.t())``: one separate GEMM per weight, so
+    the meaning is that of the unmerged graph (float32 accumulation inside the BLAS for bf16/fp16).
+
+    Args:
+        x: (M, K); weights: (N_i, K) each; biases: (N_i,) or None each; one float dtype.
+
+    Returns:
+        list of (M, N_i) contiguous tensors of ``x.dtype``.
+    """
+    return [(torch.mm(x, w.t()) if b is None else torch.addmm(b, x, w.t())).contiguous()
+            for w, b in zip(weights, biases, strict=True)]
+
+
 class ReferenceProvider(Provider):
     """Pure-torch implementations of every op (no library, any device, any dtype)."""
 
     name = "reference"
     library = None
     ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample",
-                     "decode_attention", "all_reduce_add_rms_norm"})
+                     "decode_attention", "all_reduce_add_rms_norm", "merged_gemm"})
+
+    def merged_gemm(self, x, weights, biases):
+        """See :func:`merged_gemm_ref`."""
+        return merged_gemm_ref(x, weights, biases)
 
     def rms_norm(self, x, weight, eps, offset):
         """See :func:`rms_norm_ref`."""

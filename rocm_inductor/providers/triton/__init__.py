@@ -23,7 +23,7 @@ class TritonProvider(Provider):
     name = "triton"
     library = "triton"
     ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample",
-                     "decode_attention"})
+                     "decode_attention", "merged_gemm"})
 
     def platform_ok(self, platform: Any) -> str | None:
         if platform.kind == "cpu" and not interpreting():
@@ -47,7 +47,13 @@ class TritonProvider(Provider):
             reason = self.kernels("sampling").check(spec)
         if reason is None and op == "decode_attention":
             reason = self.kernels("attention").check(spec)
+        if reason is None and op == "merged_gemm":
+            reason = self.kernels("gemm_merge").check(spec)
         return reason
+
+    def merged_gemm(self, x, weights, biases):
+        """See ``rocm_inductor.providers.triton.gemm_merge.merged_gemm`` (one launch, weights read in place)."""
+        return self.kernels("gemm_merge").merged_gemm(x, weights, biases)
 
     def rms_norm(self, x, weight, eps, offset):
         """See ``rocm_inductor.providers.triton.rms_norm.rms_norm``."""

@@ -1,0 +1,274 @@
+"""Decode GEMMs that read one activation -> ``rocm_fused::merged_gemm`` (one launch, weights read in place).
+
+Covers (post-grad ATen graph, after ``canonicalize``): ``mm(a, mat2)`` and ``addmm(bias, a, mat2)`` (default
+beta/alpha) where
+- ``a`` is the same (M, K) activation: one node, or ``view``/``reshape`` of one node to one (M, K) shape
+  (HF and gpt-fast flatten the (b, s, h) hidden state to (b*s, h) once per projection);
+- ``mat2`` is the transpose (``permute(w, [1, 0])`` / ``t(w)``) of an (N, K) weight (``nn.Linear`` /
+  ``F.linear``), or any (K, N) tensor (passed on transposed, as a view);
+- M is a decode bucket, decided as the level-2 GEMM override decides "small M"
+  (``rocm_inductor.lowerings.gemm_buckets.decide``): a static M <= ``aten_gemm_max_m`` (default 32) or a
+  symbolic M whose ShapeEnv upper bound is <= it (``mark_dynamic(x, 0, max=32)``);
+- at least two such GEMMs, one dtype for activation, weights and biases.
+Each group becomes one op returning every output as before (the ``mm`` nodes' users read ``getitem``s).
+Groups of more than ``MAX_WEIGHTS`` (4) GEMMs are split into balanced chunks. Typical matches: q/k/v of HF
+Llama/Qwen/Gemma attention (3), gate/up of their MLPs and gpt-fast's ``w1``/``w3`` (2).
+
+Left alone, each reported as a near-miss with its reason:
+- GEMMs of one activation with M above the bucket limit or unbounded (prefill);
+- a GEMM of the group with another dtype (e.g. a float32 weight in a bf16 model);
+- GEMMs that read the same tensor through different views or slices (not one (M, K) activation);
+- a group whose inputs are computed after another member's output is used (merging would reorder);
+- what the provider refuses (e.g. a weight not contiguous along K for the Triton kernel).
+Left alone silently: a single GEMM of its activation (gpt-fast's already fused ``wqkv``: nothing to merge),
+``bmm``/``baddbmm`` (attention), scaled/int8 GEMMs, training graphs' GEMMs whose inputs are also saved
+(merging them is still exact, but the pass targets inference and does not look at them differently).
+
+Off by default on every platform until measured (``policy.PASS_DEFAULTS``), and, unlike the other passes, not
+switched on by a forced global ``provider=``: enable it with ``options={"passes": {"gemm_merge": True}}`` (or
+force ``providers={"merged_gemm": ...}``). Under Inductor freezing the weights arrive as constants (often
+already transposed into (K, N) tensors): they merge the same way; freezing's own concatenation of GEMMs of one
+input (weights of one shape: gate/up) happens before this pass, which then sees one GEMM there.
+
+   x ─► view ─► mm(·, permute(Wq)) ─► q          ==>     x ─► view ─► merged_gemm(·, [Wq, Wk, Wv]) ─► q, k, v
+   x ─► view ─► mm(·, permute(Wk)) ─► k
+   x ─► view ─► mm(·, permute(Wv)) ─► v
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+from torch.fx import Graph, Node
+
+from ..ops.gemm_merge import DTYPES, MAX_WEIGHTS, merged_gemm_spec
+from ..report import Match as MatchRecord
+from ..report import NearMiss, dtype_name, location_of
+from .canonicalize import fake_eval
+from .manager import PassContext
+
+aten = torch.ops.aten
+
+#: Reshapes through which the shared activation is found (same values, same element order).
+RESHAPES = frozenset({aten.view.default, aten.reshape.default, aten._unsafe_view.default})
+#: Views/slices/casts through which "the same tensor read differently" is found (near-miss reporting only).
+VIEWS = RESHAPES | frozenset({
+    torch.ops.prims.convert_element_type.default, aten._to_copy.default, aten.slice.Tensor, aten.select.int,
+    aten.permute.default, aten.t.default, aten.transpose.int, aten.clone.default, aten.alias.default,
+    aten.expand.default, aten.squeeze.dim, aten.unsqueeze.default, aten.narrow.default})
+WHAT = "GEMMs of one activation"
+
+
+def _val(n: Any) -> Any:
+    return n.meta.get("val") if isinstance(n, Node) else None
+
+
+def _through(node: Any, ops: frozenset) -> Any:
+    while isinstance(node, Node) and node.op == "call_function" and node.target in ops and node.args:
+        node = node.args[0]
+    return node
+
+
+def _weight_of(mat2: Node) -> tuple[Node, bool]:
+    """(node, is_nk): the (N, K) weight when ``mat2`` is its transpose, else ``mat2`` itself (K, N)."""
+    if mat2.op == "call_function" and mat2.args:
+        if mat2.target is aten.permute.default and list(mat2.args[1]) == [1, 0]:
+            return mat2.args[0], True
+        if mat2.target is aten.t.default or (mat2.target is aten.transpose.int
+                                            and sorted(int(d) % 2 for d in mat2.args[1:3]) == [0, 1]):
+            src = mat2.args[0]
+            if isinstance(src, Node) and getattr(_val(src), "ndim", 0) == 2:
+                return src, True
+    return mat2, False
+
+
+class _Gemm:
+    """One ``mm``/``addmm`` candidate: its node, activation, weight (N, K) or mat2 (K, N), bias."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        if node.target is aten.addmm.default:
+            self.bias, self.act, mat2 = node.args[0], node.args[1], node.args[2]
+        else:
+            self.bias, self.act, mat2 = None, node.args[0], node.args[1]
+        self.mat2 = mat2
+        self.weight, self.is_nk = _weight_of(mat2)
+        v = _val(self.act)
+        self.key = (_through(self.act, RESHAPES), tuple(str(s) for s in v.shape)) if v is not None else None
+        self.root = _through(self.act, VIEWS)
+
+    def ok(self) -> bool:
+        """Shapes the op can express: 2-D activation, 1-D bias of N (or none), default beta/alpha."""
+        node = self.node
+        if any(node.kwargs.get(k, 1) != 1 for k in ("beta", "alpha")):
+            return False
+        a, m2 = _val(self.act), _val(self.mat2)
+        if not (isinstance(a, torch.Tensor) and isinstance(m2, torch.Tensor) and a.ndim == 2 and m2.ndim == 2):
+            return False
+        if self.bias is not None:
+            b = _val(self.bias)
+            if not isinstance(b, torch.Tensor) or b.ndim != 1:
+                return False
+        return isinstance(_val(node), torch.Tensor)
+
+    def dtypes(self) -> tuple:
+        return (_val(self.act).dtype, _val(self.mat2).dtype,
+                None if self.bias is None else _val(self.bias).dtype, _val(self.node).dtype)
+
+    def n(self) -> Any:
+        return _val(self.mat2).shape[1]
+
+
+def _var_ranges(val: Any) -> Any:
+    mode = getattr(val, "fake_mode", None)
+    env = getattr(mode, "shape_env", None)
+    return getattr(env, "var_to_range", None)
+
+
+def _chunks(items: list, size: int) -> list[list]:
+    """Split ``items`` into ceil(len / size) chunks of balanced length (5 -> 3 + 2, not 4 + 1)."""
+    k = -(-len(items) // size)
+    base, extra = divmod(len(items), k)
+    out, i = [], 0
+    for j in range(k):
+        step = base + (1 if j < extra else 0)
+        out.append(items[i:i + step])
+        i += step
+    return out
+
+
+class GemmMergePass:
+    """The decode GEMM merge pass (see module docstring)."""
+
+    name = "gemm_merge"
+    ops = ("merged_gemm",)
+    #: Off until measured, and not switched on by a forced global ``provider=`` (the CPU tests and example
+    #: force ``"reference"``): only ``passes={"gemm_merge": True}`` or ``providers={"merged_gemm": ...}``.
+    enabled_by_provider = False
+
+    def __call__(self, graph: Graph, ctx: PassContext) -> None:
+        from ..lowerings.gemm_buckets import decide
+
+        order = {n: i for i, n in enumerate(graph.nodes)}
+        groups: dict[Any, list[_Gemm]] = {}
+        by_root: dict[Any, list[_Gemm]] = {}
+        for node in graph.nodes:
+            if node.op != "call_function" or node.target not in (aten.mm.default, aten.addmm.default):
+                continue
+            g = _Gemm(node)
+            if g.key is None or not g.ok():
+                continue
+            groups.setdefault(g.key, []).append(g)
+            by_root.setdefault(g.root, []).append(g)
+        self._report_other_views(groups, by_root, ctx)
+        for gemms in groups.values():
+            if len(gemms) < 2:
+                continue
+            act = _val(gemms[0].act)
+            where = location_of(gemms[0].node)
+            anchor = gemms[0].node.name
+            d = decide("mm", act.shape[0], ctx.options.aten_gemm_max_m, _var_ranges(act))
+            if not d.aten_only:
+                ctx.near_miss(anchor, NearMiss(self.name, WHAT, f"{len(gemms)} GEMMs of one activation, "
+                                               f"not a decode bucket: {d.reason.replace(': tuned', '')}", where))
+                continue
+            dt = act.dtype
+            same = [g for g in gemms if all(t in (None, dt) for t in g.dtypes())]
+            for g in gemms:
+                if g not in same:
+                    a, w, b, o = (dtype_name_of(t) for t in g.dtypes())
+                    ctx.near_miss(g.node.name, NearMiss(self.name, WHAT, f"different dtypes: activation {a}, "
+                                                        f"weight {w}, bias {b}, out {o} (the group is {a})",
+                                                        location_of(g.node)))
+            if dt not in DTYPES or len(same) < 2:
+                continue
+            for chunk in _chunks(same, MAX_WEIGHTS):
+                if len(chunk) >= 2:
+                    self._merge(graph, ctx, chunk, order, d)
+
+    def _report_other_views(self, groups, by_root, ctx) -> None:
+        """Near-miss: GEMMs whose activations are different views/slices of one tensor."""
+        for root, gemms in by_root.items():
+            keys = {g.key for g in gemms}
+            if len(keys) < 2 or root is None:
+                continue
+            dtypes = {_val(g.act).dtype for g in gemms}
+            for g in gemms:
+                if len(groups.get(g.key, ())) != 1:
+                    continue
+                act = _val(g.act)
+                if len(dtypes) > 1:
+                    why = (f"different dtypes: reads {getattr(root, 'name', root)} cast to {dtype_name(act)}, "
+                           f"other GEMMs of it read {'/'.join(sorted(dtype_name_of(d) for d in dtypes - {act.dtype}))}")
+                else:
+                    why = (f"reads {getattr(root, 'name', root)} through another view or slice than the other "
+                           f"GEMMs of it (activation shape {tuple(act.shape)}): not the same (M, K) activation")
+                ctx.near_miss(g.node.name, NearMiss(self.name, WHAT, why, location_of(g.node)), overwrite=False)
+
+    def _merge(self, graph: Graph, ctx: PassContext, gemms: list[_Gemm], order: dict, decision: Any) -> None:
+        first = gemms[0]
+        where, anchor = location_of(first.node), first.node.name
+        x = first.act
+        inputs = [x] + [g.weight for g in gemms] + [g.bias for g in gemms if g.bias is not None]
+        users = [u for g in gemms for u in g.node.users]
+        lo = max((order.get(n, -1) for n in inputs if isinstance(n, Node)), default=-1)
+        hi = min((order.get(u, 1 << 60) for u in users), default=1 << 60)
+        if lo >= hi:
+            ctx.near_miss(anchor, NearMiss(self.name, WHAT, "an input of one GEMM is computed after another "
+                                           "GEMM's output is used: merging would reorder the graph", where))
+            return
+        weights_val = [(_val(g.weight) if g.is_nk else _val(g.mat2).t()) for g in gemms]
+        biases_val = [None if g.bias is None else _val(g.bias) for g in gemms]
+        spec = merged_gemm_spec(_val(x), weights_val, biases_val, decision.m_upper)
+        choice = ctx.choose("merged_gemm", spec)
+        ns = "/".join(str(n) for n in spec["ns"])
+        if choice.provider is None:
+            ctx.near_miss(anchor, NearMiss(self.name, WHAT, f"{len(gemms)} GEMMs (N {ns}): {choice.why_not}",
+                                           where))
+            return
+        at = max((n for n in inputs if isinstance(n, Node)), key=lambda n: order.get(n, -1), default=None)
+        # inserting_before(at.next), not inserting_after(at): the latter would put each new node before the last
+        ins = graph.inserting_before(at.next if at is not None else first.node)
+        with ins:
+            ws = []
+            for g in gemms:
+                if g.is_nk:
+                    ws.append(g.weight)
+                else:  # a (K, N) tensor: hand the op its (N, K) view
+                    t = graph.call_function(aten.permute.default, (g.mat2, [1, 0]))
+                    t.meta["val"] = fake_eval(aten.permute.default, (g.mat2, [1, 0]))
+                    ws.append(t)
+            merged = graph.call_function(torch.ops.rocm_fused.merged_gemm.default,
+                                         (x, ws, [g.bias for g in gemms], choice.provider))
+            merged.meta["val"] = [g.node.meta["val"] for g in gemms]
+            outs = []
+            for i, g in enumerate(gemms):
+                get = graph.call_function(operator.getitem, (merged, i))
+                get.meta["val"] = g.node.meta["val"]
+                outs.append(get)
+        for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
+            if key in first.node.meta:
+                merged.meta[key] = first.node.meta[key]
+        for g, get in zip(gemms, outs, strict=True):
+            for key in ("stack_trace", "nn_module_stack"):
+                if key in g.node.meta:
+                    get.meta[key] = g.node.meta[key]
+            g.node.replace_all_uses_with(get)
+            graph.erase_node(g.node)
+        order.clear()  # the graph changed: positions for the next group
+        order.update((n, i) for i, n in enumerate(graph.nodes))
+        m = f"M={decision.m}" + ("" if decision.m == str(decision.m_upper) else f" (<= {decision.m_upper})")
+        shape = f"{decision.m}x{spec['k']}->{ns}"
+        ctx.matched(anchor, MatchRecord(
+            self.name, "merged_gemm", choice.provider, shape, dtype_name(_val(x)), where,
+            note=f"{len(gemms)} GEMMs merged, N {ns}, bucket {m}"
+                 + (f", bias {sum(g.bias is not None for g in gemms)}/{len(gemms)}"
+                    if any(g.bias is not None for g in gemms) else "")
+                 + (f"; {choice.why_not}" if choice.reasons else "")))
+
+
+def dtype_name_of(dt: Any) -> str:
+    """``bfloat16`` for ``torch.bfloat16``, ``none`` for None."""
+    return "none" if dt is None else str(dt).replace("torch.", "")

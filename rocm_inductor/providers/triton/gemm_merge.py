@@ -1,0 +1,542 @@
+"""Triton grouped small-M GEMM: up to four GEMMs of one activation in one launch (``rocm_fused::merged_gemm``).
+
+Math: exactly :func:`rocm_inductor.providers.reference.merged_gemm_ref`: ``out[i] = x @ w_i.T (+ b_i)``,
+accumulated in float32, bias added in float32, one rounding at the store (round-to-nearest-even, through the
+RMSNorm kernels' bf16 helper: Triton's interpreter truncates float32 -> bfloat16). float32 inputs use
+``tl.dot(..., input_precision="ieee")`` (no TF32), float16/bfloat16 the tensor cores.
+
+Why: at decode (M = batch <= 32 tokens) a GEMM streams its whole weight for a few rows of output, so it is
+bound by HBM bandwidth, and small projections (k/v: N = 512) leave most of the GPU idle. On the H200 (issue
+19, torch 2.11, CUDA graphs, M = 1, Llama-3.2-1B shape) q/k/v as three cuBLAS GEMMs took 18.8 us, one GEMM on
+concatenated weights 6.4 us, the HBM floor is 2.9 us; gate/up 24.2 / 19.1 / 15.6 us. This kernel gets the
+concatenated GEMM's parallelism without a concatenated copy: the grid is the union of every weight's
+column blocks (x a K split when the columns are too few), and each program streams one (BLOCK_N, K-range)
+slice of one weight, read where it lives through its own pointer and row stride.
+
+Layout: ``x`` (M, K) any strides (tiny: each program loads its rows of x per K step, from L2); weight i
+(N_i, K) with unit stride along K (``nn.Linear`` layout, any row stride); bias i (N_i,) contiguous or absent;
+outputs (M, N_i) contiguous. ``M <= MAX_M`` (32): the tile pads M to BLOCK_M (16 or 32 for ``tl.dot``; 1-8
+for the FMA variant, a broadcast multiply + sum over K that skips the tensor cores' padding). ``N_i`` and
+``K`` need not be multiples of any block: column loads are clamped to the last row (stores are masked) and
+K is masked unless the launcher proved it divides evenly.
+
+Split-K (``SPLIT_K > 1``): each program sums one K range into a float32 workspace ``(SPLIT_K, M, sum N_i)``
+(no atomics: deterministic), then :func:`_reduce_kernel` adds the splits in order, adds the bias, rounds and
+stores: two launches, both capture-safe (the workspace comes from PyTorch's caching allocator, so from the
+graph's pool under capture).
+
+Configs: :func:`candidates` lists (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, warps, stages, dot/FMA) per shape;
+:func:`default_config` is the heuristic used without tuning (interpreter, graph capture of an untuned
+shape, ``ROCM_FUSED_GEMM_TUNE=0``): the widest column block that still gives one program per SM, then the
+smallest power-of-two K split that gives two per SM. On a GPU, the first call of a shape outside a capture
+times every candidate with ``triton.testing.do_bench`` (L2 flushed between runs; whole launches, the split-K
+reduction included) and keeps the fastest for that shape key. Configs with ``num_warps * warp_size > 1024``
+are dropped (ROCm's 64-wide wavefronts), and every tile stays within :data:`TILE_BUDGET`, the register
+budget found spill-free by AOT compiles for sm_90 and gfx942. Block sizes follow the issue's guidance
+(BLOCK_N 16-128, BLOCK_K 64-256, padded M of 16); their speed is not yet measured:
+``benchmarks/bench_decode_gemm.py`` prints the config each shape picked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from ...ops.gemm_merge import MAX_WEIGHTS  # pointer slots of the kernel = the op's limit (q/k/v 3, gate/up 2)
+from .rms_norm import _round_to
+
+#: dtypes the kernel takes (x, weights and biases of one dtype).
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+#: Largest M (tokens) the kernel takes: the decode buckets of the level-2 override (``aten_gemm_max_m``'s
+#: default); larger M is compute-bound and belongs to cuBLAS/hipBLASLt or Inductor's templates.
+MAX_M = 32
+#: Threads per program a GPU can launch (CUDA and HIP both).
+MAX_THREADS = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """One launch configuration.
+
+    Attributes:
+        block_m: padded rows (16/32 with ``dot``; 1/2/4/8 for FMA); block_n, block_k: tile of a weight;
+        split_k: K ranges summed through the workspace (1 = direct store); num_warps, num_stages: Triton's;
+        dot: ``tl.dot`` tiles (True) or a broadcast multiply + sum (False).
+    """
+
+    block_m: int
+    block_n: int
+    block_k: int
+    split_k: int = 1
+    num_warps: int = 4
+    num_stages: int = 3
+    dot: bool = True
+
+
+@triton.jit
+def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, nb, ks,
+          HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+          SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr,
+          MANUAL_BF16: tl.constexpr):
+    """Column block ``nb`` of one weight (``N`` rows, K contiguous) times x, over K split ``ks``."""
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = nb * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    rows_n = tl.where(mask_n, offs_n, N - 1)  # clamp: unmasked weight loads, the store is masked
+    x_rows = tl.where(mask_m, offs_m, 0)
+    k_chunk = tl.cdiv(tl.cdiv(K, SPLIT_K), BLOCK_K) * BLOCK_K
+    k_lo = ks * k_chunk
+    k_hi = tl.minimum(k_lo + k_chunk, K)
+    offs_k = tl.arange(0, BLOCK_K)
+    x_ptrs = X + x_rows[:, None].to(tl.int64) * stride_xm + (k_lo + offs_k)[None, :] * stride_xk
+    w_ptrs = W + rows_n[:, None].to(tl.int64) * stride_wn + (k_lo + offs_k)[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(k_lo, k_hi, BLOCK_K):
+        if EVEN_K:
+            x = tl.load(x_ptrs)
+            w = tl.load(w_ptrs)
+        else:
+            mk = (k0 + offs_k) < k_hi
+            x = tl.load(x_ptrs, mask=mk[None, :], other=0.0)
+            w = tl.load(w_ptrs, mask=mk[None, :], other=0.0)
+        if DOT:
+            if MANUAL_BF16:  # interpreter: its bf16 tl.dot returns garbage (seen with triton 3.9): exact fp32
+                acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")
+            elif IEEE:
+                acc = tl.dot(x, tl.trans(w), acc, input_precision="ieee")
+            else:
+                acc = tl.dot(x, tl.trans(w), acc)
+        else:
+            acc += tl.sum(x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
+        x_ptrs += BLOCK_K * stride_xk
+        w_ptrs += BLOCK_K
+    mask = mask_m[:, None] & mask_n[None, :]
+    if SPLIT_K == 1:
+        if HAS_BIAS:
+            acc += tl.load(B + rows_n).to(tl.float32)[None, :]
+        y_ptrs = Y + offs_m[:, None].to(tl.int64) * N + offs_n[None, :]
+        tl.store(y_ptrs, _round_to(acc, Y.dtype.element_ty, MANUAL_BF16), mask=mask)
+    else:
+        p_ptrs = P + (ks * M + offs_m[:, None]).to(tl.int64) * NTOT + col0 + offs_n[None, :]
+        tl.store(p_ptrs, acc, mask=mask)
+
+
+@triton.jit
+def _merged_gemm_kernel(
+    X, W0, W1, W2, W3, B0, B1, B2, B3, Y0, Y1, Y2, Y3, P,
+    M, K, N0, N1, N2, N3, SW0, SW1, SW2, SW3, C1, C2, C3, NTOT, stride_xm, stride_xk,
+    NUM_W: tl.constexpr, HB0: tl.constexpr, HB1: tl.constexpr, HB2: tl.constexpr, HB3: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
+    EVEN_K: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr, MANUAL_BF16: tl.constexpr,
+):
+    """Program (column block ``pid0``, K split ``pid1``); column blocks C1, C2, C3 start weights 1, 2, 3.
+
+    Slots past ``NUM_W`` are never read (the launcher passes weight 0's pointers there).
+    """
+    pid = tl.program_id(0)
+    ks = tl.program_id(1)
+    if pid < C1:
+        _tile(X, W0, B0, Y0, P, M, N0, K, 0, NTOT, stride_xm, stride_xk, SW0, pid, ks, HB0, BLOCK_M, BLOCK_N,
+              BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16)
+    else:
+        if NUM_W > 1:
+            if pid < C2:
+                _tile(X, W1, B1, Y1, P, M, N1, K, N0, NTOT, stride_xm, stride_xk, SW1, pid - C1, ks, HB1,
+                      BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16)
+            else:
+                if NUM_W > 2:
+                    if pid < C3:
+                        _tile(X, W2, B2, Y2, P, M, N2, K, N0 + N1, NTOT, stride_xm, stride_xk, SW2, pid - C2,
+                              ks, HB2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16)
+                    else:
+                        if NUM_W > 3:
+                            _tile(X, W3, B3, Y3, P, M, N3, K, N0 + N1 + N2, NTOT, stride_xm, stride_xk, SW3,
+                                  pid - C3, ks, HB3, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE,
+                                  MANUAL_BF16)
+
+
+@triton.jit
+def _reduce_one(P, B, Y, M, N, col0, NTOT, nb, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MANUAL_BF16: tl.constexpr):
+    """Sum the ``SPLIT_K`` partials of column block ``nb`` (in split order), add bias, round, store."""
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = nb * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for s in tl.static_range(SPLIT_K):
+        p_ptrs = P + (s * M + offs_m[:, None]).to(tl.int64) * NTOT + col0 + offs_n[None, :]
+        acc += tl.load(p_ptrs, mask=mask, other=0.0)
+    if HAS_BIAS:
+        acc += tl.load(B + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
+    y_ptrs = Y + offs_m[:, None].to(tl.int64) * N + offs_n[None, :]
+    tl.store(y_ptrs, _round_to(acc, Y.dtype.element_ty, MANUAL_BF16), mask=mask)
+
+
+@triton.jit
+def _reduce_kernel(
+    P, B0, B1, B2, B3, Y0, Y1, Y2, Y3, M, N0, N1, N2, N3, C1, C2, C3, NTOT,
+    NUM_W: tl.constexpr, HB0: tl.constexpr, HB1: tl.constexpr, HB2: tl.constexpr, HB3: tl.constexpr,
+    SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MANUAL_BF16: tl.constexpr,
+):
+    """Split-K epilogue: one program per column block, dispatched to its weight as in the main kernel."""
+    pid = tl.program_id(0)
+    if pid < C1:
+        _reduce_one(P, B0, Y0, M, N0, 0, NTOT, pid, HB0, SPLIT_K, BLOCK_M, BLOCK_N, MANUAL_BF16)
+    else:
+        if NUM_W > 1:
+            if pid < C2:
+                _reduce_one(P, B1, Y1, M, N1, N0, NTOT, pid - C1, HB1, SPLIT_K, BLOCK_M, BLOCK_N, MANUAL_BF16)
+            else:
+                if NUM_W > 2:
+                    if pid < C3:
+                        _reduce_one(P, B2, Y2, M, N2, N0 + N1, NTOT, pid - C2, HB2, SPLIT_K, BLOCK_M, BLOCK_N,
+                                    MANUAL_BF16)
+                    else:
+                        if NUM_W > 3:
+                            _reduce_one(P, B3, Y3, M, N3, N0 + N1 + N2, NTOT, pid - C3, HB3, SPLIT_K, BLOCK_M,
+                                        BLOCK_N, MANUAL_BF16)
+
+
+# ---------------------------------------------------------------------------------------------- limits
+
+
+def check(spec: dict[str, Any]) -> str | None:
+    """Compile-time limits of this kernel.
+
+    Args:
+        spec: keys of ``rocm_inductor.ops.gemm_merge.merged_gemm_spec``.
+
+    Returns:
+        ``None`` if the kernel takes it, else the reason in plain words.
+    """
+    dt = spec.get("dtype")
+    if dt not in DTYPES:
+        return f"triton merged_gemm takes float16/bfloat16/float32, input is {str(dt).replace('torch.', '')}"
+    if any(d != dt for d in spec.get("weight_dtypes", ())) or any(
+            d is not None and d != dt for d in spec.get("bias_dtypes", ())):
+        return "weights/biases of another dtype than the activation"
+    upper = spec.get("m_upper")
+    if upper is None or upper > MAX_M:
+        return f"M (upper bound {upper}) is not <= {MAX_M}: the kernel is for decode buckets"
+    if not 1 <= spec.get("count", 0) <= MAX_WEIGHTS:
+        return f"{spec.get('count')} weights; one launch takes 1-{MAX_WEIGHTS}"
+    if spec.get("k") is None or any(n is None for n in spec.get("ns", (None,))):
+        return "K or an N is symbolic (weights have static shapes in every model we target)"
+    if not all(spec.get("weight_k_contiguous", ())):
+        return "a weight is not contiguous along K (the kernel streams (N, K) rows with unit K stride)"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- configs
+
+
+def warp_size() -> int:
+    """Warp (wavefront) size of the current device: 64 on HIP (CDNA), 32 on NVIDIA and the interpreter."""
+    from .sigmoid_gate import warp_size as ws
+
+    return ws()
+
+
+def _sms() -> int:
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    return 132  # interpreter: the H200's count, only shapes the default config
+
+
+def _pow2_at_least(v: int) -> int:
+    return triton.next_power_of_2(max(int(v), 1))
+
+
+def _blocks(ns: tuple[int, ...], block_n: int) -> int:
+    return sum(triton.cdiv(n, block_n) for n in ns)
+
+
+def _split_for(ns: tuple[int, ...], k: int, block_n: int, block_k: int, sms: int) -> int:
+    """Smallest power-of-two K split (<= 8, each split >= one BLOCK_K) giving >= 2 programs per SM; none
+    when the column blocks alone give >= 1.5 per SM (the split's workspace round trip would cost more)."""
+    split, programs = 1, _blocks(ns, block_n)
+    if 2 * programs >= 3 * sms:
+        return 1
+    while programs * split < 2 * sms and split < 8 and k >= 2 * split * block_k:
+        split *= 2
+    return split
+
+
+#: Register budget of a ``tl.dot`` program: BLOCK_M * BLOCK_N * BLOCK_K <= TILE_BUDGET * num_warps (16-bit
+#: inputs; half for float32). Measured by AOT compiling every :func:`tiles` entry for sm_90 (ptxas -v) and
+#: gfx942 (triton 3.9, 2026-12-01): none spilled (sm_90: 127-182 registers; gfx942: 58-194 VGPRs, no scratch),
+#: while tiles at twice the budget did: M 16 x N 64 x K 256 at 4 warps 255 registers + 36 B spilled on sm_90,
+#: N 128 x K 128 2260 B; N 64 x K 256 at 8 warps spilled 31 VGPRs on gfx942.
+TILE_BUDGET = 16384
+
+
+def tiles(block_m: int, k: int, dtype: torch.dtype, warp: int) -> list[tuple[int, int, int]]:
+    """(BLOCK_N, BLOCK_K, num_warps) within :data:`TILE_BUDGET`, BLOCK_N 16-128, BLOCK_K 64-256 (128 for float32;
+    <= K padded to a power of two), 4 or 8 warps with ``num_warps * warp <= 1024`` (ROCm wave64: both fit)."""
+    budget = TILE_BUDGET // (2 if dtype == torch.float32 else 1)
+    kmax = max(16, _pow2_at_least(k))
+    # BLOCK_K at most 512 bytes of a weight row: N 16 x K 512 at 8 warps spilled 12 B on sm_90 (128 registers)
+    bk_max = 128 if dtype == torch.float32 else 256
+    out = []
+    for warps in (4, 8):
+        if warps * warp > MAX_THREADS:
+            continue
+        for bn in (16, 32, 64, 128):
+            bk = bk_max
+            while bk > 64 and block_m * bn * bk > budget * warps:
+                bk //= 2
+            if block_m * bn * bk <= budget * warps:
+                out.append((bn, min(bk, kmax), warps))
+    return out
+
+
+def default_config(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int | None = None,
+                   warp: int = 32) -> Config:
+    """The untuned config (see the module docstring); a pure function of the shape and SM count.
+
+    ``tl.dot`` with M padded to 16 (32 above 16 rows), 8 warps, the widest BLOCK_N of 64/32/16 giving >= one
+    program per SM, the largest BLOCK_K of :func:`tiles` for it, then the K split of :func:`_split_for`.
+    A guess from the issue's guidance, not measured: it has to be correct, capture-safe and not slow.
+    """
+    sms = sms or _sms()
+    block_m = 16 if m <= 16 else 32
+    block_n = 16
+    for bn in (64, 32):
+        if _blocks(ns, bn) >= sms:
+            block_n = bn
+            break
+    table = {(bn, w): bk for bn, bk, w in tiles(block_m, k, dtype, warp)}
+    warps = 8 if (block_n, 8) in table else 4
+    block_k = table[(block_n, warps)]
+    return Config(block_m, block_n, block_k, _split_for(ns, k, block_n, block_k, sms), warps, 3, True)
+
+
+def candidates(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int, warp: int) -> list[Config]:
+    """Configs timed for one shape (first call on a GPU), 4-6 of them, since each is one more Triton compile
+    (~0.5-1 s) at the first call of a shape: the default; the 8-warp :func:`tiles` with BLOCK_N 16/32/64 at
+    their auto K split (BLOCK_N 128 too when it still gives one program per SM); the default's BLOCK_N
+    without a split when it has one; the FMA variant (BLOCK_N 32, BLOCK_K 128, 4 warps: 127 registers on
+    sm_90 at M = 1, no spills) for M <= 2. Configs over 1024 threads at ``warp`` are dropped."""
+    block_m = 16 if m <= 16 else 32
+    default = default_config(m, ns, k, dtype, sms, warp)
+    out = [default]
+    for bn, bk, warps in tiles(block_m, k, dtype, warp):
+        if warps != default.num_warps or (bn == 128 and _blocks(ns, 128) < sms):
+            continue
+        out.append(Config(block_m, bn, bk, _split_for(ns, k, bn, bk, sms), warps, 3, True))
+    if default.split_k > 1:
+        out.append(dataclasses.replace(default, split_k=1))
+    if m <= 2 and dtype != torch.float32:
+        out.append(Config(_pow2_at_least(m), 32, 128, _split_for(ns, k, 32, 128, sms), 4, 2, False))
+    seen, kept = set(), []
+    for c in out:
+        if c not in seen and c.num_warps * warp <= MAX_THREADS:
+            seen.add(c)
+            kept.append(c)
+    return kept
+
+
+# ---------------------------------------------------------------------------------------------- launch
+
+
+def _interpreting() -> bool:
+    from . import interpreting
+
+    return interpreting()
+
+
+def _capturing(x: torch.Tensor) -> bool:
+    """True while a CUDA/HIP graph is being captured on the current stream (tests patch this)."""
+    return x.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
+#: shape key -> the config tuning picked (this process).
+_TUNED: dict[tuple, Config] = {}
+
+
+def _key(x: torch.Tensor, weights, biases) -> tuple:
+    return (x.shape[0], x.shape[1], tuple(w.shape[0] for w in weights), x.dtype,
+            tuple(b is not None for b in biases), str(x.device))
+
+
+def launch(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor | None], cfg: Config,
+           outs: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+    """Run ``cfg`` once (no checks beyond shapes; :func:`merged_gemm` validates). Returns the outputs."""
+    m, k = x.shape
+    ns = [w.shape[0] for w in weights]
+    if outs is None:
+        outs = [torch.empty((m, n), dtype=x.dtype, device=x.device) for n in ns]
+    if m == 0 or any(n == 0 for n in ns):
+        return outs
+    if k == 0:
+        for o, b in zip(outs, biases, strict=True):
+            o.copy_(b.expand_as(o) if b is not None else torch.zeros_like(o))
+        return outs
+    nw = len(weights)
+    blocks = [triton.cdiv(n, cfg.block_n) for n in ns]
+    cum = [sum(blocks[: i + 1]) for i in range(nw)]
+    c1, c2, c3 = (cum + [cum[-1]] * 3)[:3]
+    ntot = sum(ns)
+    pad = lambda seq, fill: list(seq) + [fill] * (MAX_WEIGHTS - nw)  # noqa: E731
+    ws = pad(weights, weights[0])
+    bs = [b if b is not None else weights[0] for b in biases]
+    bs = pad(bs, bs[0])
+    ys = pad(outs, outs[0])
+    nsp = pad(ns, ns[0])
+    sw = pad([w.stride(0) for w in weights], weights[0].stride(0))
+    hb = pad([b is not None for b in biases], False)
+    split = cfg.split_k
+    work = torch.empty((split, m, ntot), dtype=torch.float32, device=x.device) if split > 1 else outs[0]
+    even_k = k % (cfg.block_k * split) == 0
+    manual = _interpreting()
+    ieee = x.dtype == torch.float32
+
+    def run():
+        _merged_gemm_kernel[(cum[-1], split)](
+            x, *ws, *bs, *ys, work, m, k, *nsp, *sw, c1, c2, c3, ntot, x.stride(0), x.stride(1),
+            NUM_W=nw, HB0=hb[0], HB1=hb[1], HB2=hb[2], HB3=hb[3], BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+            BLOCK_K=cfg.block_k, SPLIT_K=split, EVEN_K=even_k, DOT=cfg.dot, IEEE=ieee, MANUAL_BF16=manual,
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        if split > 1:
+            _reduce_kernel[(cum[-1],)](
+                work, *bs, *ys, m, *nsp, c1, c2, c3, ntot, NUM_W=nw, HB0=hb[0], HB1=hb[1], HB2=hb[2],
+                HB3=hb[3], SPLIT_K=split, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, MANUAL_BF16=manual,
+                num_warps=4)
+
+    if x.is_cuda and x.device.index != torch.cuda.current_device():
+        with torch.cuda.device(x.device):  # Triton launches on the current device
+            run()
+    else:
+        run()
+    return outs
+
+
+def _tune(x, weights, biases, key) -> Config:
+    """Time every :func:`candidates` config once for this shape (whole launches) and keep the fastest."""
+    from triton.testing import do_bench
+
+    m, k = x.shape
+    ns = tuple(w.shape[0] for w in weights)
+    outs = [torch.empty((m, n), dtype=x.dtype, device=x.device) for n in ns]
+    best, best_ms = None, float("inf")
+    for cfg in candidates(m, ns, k, x.dtype, _sms(), warp_size()):
+        try:
+            ms = do_bench(lambda cfg=cfg: launch(x, weights, biases, cfg, outs), warmup=3, rep=10)
+        except Exception:  # a config this device cannot compile/launch (resources): skip it
+            continue
+        if ms < best_ms:
+            best, best_ms = cfg, ms
+    return best or default_config(m, ns, k, x.dtype, warp=warp_size())
+
+
+def pick_config(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor | None]) -> Config:
+    """The config for this call: tuned once per shape on a GPU outside capture, else :func:`default_config`."""
+    key = _key(x, weights, biases)
+    if key in _TUNED:
+        return _TUNED[key]
+    m, k = x.shape
+    ns = tuple(w.shape[0] for w in weights)
+    if (_interpreting() or not x.is_cuda or _capturing(x)
+            or os.environ.get("ROCM_FUSED_GEMM_TUNE", "1") == "0"):
+        return default_config(m, ns, k, x.dtype, warp=warp_size())
+    cfg = _tune(x, weights, biases, key)
+    _TUNED[key] = cfg
+    return cfg
+
+
+def merged_gemm(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor | None],
+                config: Config | None = None) -> list[torch.Tensor]:
+    """``[x @ w.T (+ b)]`` for 1-4 weights in one launch (two with split-K); see the module docstring.
+
+    Args:
+        x: (M, K), M <= :data:`MAX_M`, float16/bfloat16/float32, any strides.
+        weights: 1-:data:`MAX_WEIGHTS` tensors (N_i, K) of x's dtype; a weight whose K stride is not 1 is
+            copied first (the pass never sends one; direct callers may).
+        biases: (N_i,) of x's dtype or None, one per weight.
+        config: run this :class:`Config` instead of the tuned/default one (tests, benchmarks).
+
+    Returns:
+        list of contiguous (M, N_i) tensors of x's dtype, float32-accumulated, rounded once (RTNE).
+
+    Raises:
+        ValueError: M > MAX_M, more than MAX_WEIGHTS weights, dtype/shape mismatch.
+    """
+    if x.dtype not in DTYPES:
+        raise ValueError(f"triton merged_gemm takes float16/bfloat16/float32, got {x.dtype}")
+    if x.ndim != 2 or x.shape[0] > MAX_M:
+        raise ValueError(f"triton merged_gemm takes x of shape (M <= {MAX_M}, K), got {tuple(x.shape)}")
+    if not 1 <= len(weights) <= MAX_WEIGHTS or len(biases) != len(weights):
+        raise ValueError(f"triton merged_gemm takes 1-{MAX_WEIGHTS} weights with one bias slot each")
+    for w, b in zip(weights, biases, strict=True):
+        if w.dtype != x.dtype or w.ndim != 2 or w.shape[1] != x.shape[1]:
+            raise ValueError(f"weight {w.dtype} {tuple(w.shape)} does not take x {x.dtype} {tuple(x.shape)}")
+        if b is not None and (b.dtype != x.dtype or tuple(b.shape) != (w.shape[0],)):
+            raise ValueError(f"bias {b.dtype} {tuple(b.shape)} does not fit weight {tuple(w.shape)}")
+    weights = [w if w.stride(1) == 1 or w.shape[1] == 1 else w.contiguous() for w in weights]
+    biases = [b if b is None or b.stride(0) == 1 else b.contiguous() for b in biases]
+    cfg = config or pick_config(x, weights, biases)
+    return launch(x, weights, biases, cfg)
+
+
+# ---------------------------------------------------------------------------------------------- AOT cases
+
+
+def _signature(dt: str, nw: int) -> dict[str, str]:
+    sig = {"X": f"*{dt}"}
+    sig.update({f"W{i}": f"*{dt}" for i in range(4)})
+    sig.update({f"B{i}": f"*{dt}" for i in range(4)})
+    sig.update({f"Y{i}": f"*{dt}" for i in range(4)})
+    sig["P"] = "*fp32"
+    for name in ("M", "K", "N0", "N1", "N2", "N3", "SW0", "SW1", "SW2", "SW3", "C1", "C2", "C3", "NTOT",
+                 "stride_xm", "stride_xk"):
+        sig[name] = "i32"
+    for name in ("NUM_W", "HB0", "HB1", "HB2", "HB3", "BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "EVEN_K",
+                 "DOT", "IEEE", "MANUAL_BF16"):
+        sig[name] = "constexpr"
+    return sig
+
+
+def aot_cases() -> list[dict]:
+    """Representative compile cases (the preamble's format): the default configs of the decode shapes.
+
+    Llama-3.2-1B q/k/v (K 2048 -> 2048, 512, 512) and gate/up (2048 -> 8192 x 2) at M = 1 and 32, Qwen3-0.6B
+    q/k/v with biases-free and a biased (Qwen2-style) fp16 case, the FMA variant, a float32 IEEE case and
+    the split-K reduction.
+    """
+    cases = []
+
+    def main_case(name, dt, nw, cfg: Config, hb=(False,) * 4, ieee=False, even_k=True):
+        cases.append({
+            "name": name, "fn": _merged_gemm_kernel, "signature": _signature(dt, nw),
+            "constexprs": {"NUM_W": nw, "HB0": hb[0], "HB1": hb[1], "HB2": hb[2], "HB3": hb[3],
+                           "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
+                           "SPLIT_K": cfg.split_k, "EVEN_K": even_k, "DOT": cfg.dot, "IEEE": ieee,
+                           "MANUAL_BF16": False},
+            "num_warps": cfg.num_warps})
+
+    bf = torch.bfloat16
+    main_case("qkv_llama1b_m1_bf16", "bf16", 3, default_config(1, (2048, 512, 512), 2048, bf))
+    main_case("qkv_llama1b_m32_bf16", "bf16", 3, default_config(32, (2048, 512, 512), 2048, bf))
+    main_case("gateup_llama1b_m1_bf16", "bf16", 2, default_config(1, (8192, 8192), 2048, bf))
+    main_case("qkv_qwen3_m8_bf16", "bf16", 3, default_config(8, (2048, 1024, 1024), 1024, bf))
+    main_case("qkv_bias_m4_fp16", "fp16", 3, default_config(4, (896, 128, 128), 896, torch.float16),
+              hb=(True, True, True, False), even_k=False)
+    main_case("qkv_fma_m1_bf16", "bf16", 3, Config(1, 32, 128, 2, 4, 2, False))
+    main_case("gateup_bn128_m16_bf16", "bf16", 2, Config(16, 128, 64, 1, 8, 3, True))
+    main_case("qkv_4warps_m16_bf16", "bf16", 3, Config(16, 16, 256, 2, 4, 3, True))
+    main_case("qkv_4warps_m32_fp16", "fp16", 3, Config(32, 32, 64, 1, 4, 3, True))
+    main_case("qkv_m4_fp32_ieee", "fp32", 3, default_config(4, (512, 128, 128), 512, torch.float32), ieee=True)
+    red_sig = {"P": "*fp32", **{f"B{i}": "*bf16" for i in range(4)}, **{f"Y{i}": "*bf16" for i in range(4)}}
+    red_sig.update({n: "i32" for n in ("M", "N0", "N1", "N2", "N3", "C1", "C2", "C3", "NTOT")})
+    red_sig.update({n: "constexpr" for n in ("NUM_W", "HB0", "HB1", "HB2", "HB3", "SPLIT_K", "BLOCK_M", "BLOCK_N",
+                                             "MANUAL_BF16")})
+    cases.append({"name": "splitk_reduce_bf16", "fn": _reduce_kernel, "signature": red_sig,
+                  "constexprs": {"NUM_W": 3, "HB0": True, "HB1": True, "HB2": True, "HB3": False, "SPLIT_K": 4,
+                                 "BLOCK_M": 16, "BLOCK_N": 32, "MANUAL_BF16": False}, "num_warps": 4})
+    return cases

@@ -1,0 +1,134 @@
+"""Triton grouped small-M GEMM (``providers/triton/gemm_merge.py``) against separate GEMMs, on CPU.
+
+Under ``TRITON_INTERPRET=1`` (tests/conftest.py): every config kind (tl.dot with M padded to 16/32, the FMA
+variant, split-K through the workspace), float16/bfloat16/float32, M in 1..32, with and without bias, N and
+K not multiples of any block. The contract (DESIGN.md): error vs float64 no worse than the separate eager
+GEMMs' plus one ulp of the dtype (16-bit: the output rounding dominates). float32 outputs are not rounded
+after the sum, so there the error is the sum's own: its order is each BLAS's choice (eager's too), and two
+orders of a K-term float32 dot product differ by up to ~sqrt(K) ulp: the float32 bound is eager's error plus
+sqrt(K) ulp (seen: numpy's and torch's CPU sgemm differ by 2x at K = 72, both correct).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from graph_utils import assert_contract, rel_err
+
+from rocm_inductor.providers.reference import merged_gemm_ref
+from rocm_inductor.providers.triton import gemm_merge as gm
+
+DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+#: N not a multiple of 16 (the smallest BLOCK_N), K = 72 not a multiple of 32 (a BLOCK_K of these tests).
+NS, K = (40, 23, 9), 72
+
+
+def _inputs(m: int, dtype: torch.dtype, bias: bool, ns=NS, k=K, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=g).to(dtype)
+    ws = [torch.randn(n, k, generator=g).to(dtype) for n in ns]
+    bs = [torch.randn(n, generator=g).to(dtype) if bias and i != 1 else None for i, n in enumerate(ns)]
+    return x, ws, bs
+
+
+def assert_gemm_contract(out: torch.Tensor, eager: torch.Tensor, ref64: torch.Tensor, k: int) -> None:
+    """The contract for one GEMM output (see the module docstring for the float32 bound)."""
+    if out.dtype != torch.float32:
+        assert_contract(out, eager, ref64)
+        return
+    assert out.shape == eager.shape
+    slack = torch.finfo(torch.float32).eps * max(1.0, k ** 0.5)
+    assert rel_err(out, ref64) <= rel_err(eager, ref64) + slack
+
+
+def _check(out, x, ws, bs):
+    eager = merged_gemm_ref(x, ws, bs)
+    ref64 = merged_gemm_ref(x.double(), [w.double() for w in ws], [None if b is None else b.double() for b in bs])
+    assert len(out) == len(ws)
+    for o, e, r in zip(out, eager, ref64, strict=True):
+        assert o.is_contiguous()
+        assert_gemm_contract(o, e, r, x.shape[1])
+
+
+def _configs(m: int) -> list[gm.Config]:
+    bm = 16 if m <= 16 else 32
+    cfgs = [None, gm.Config(bm, 16, 32, 1), gm.Config(bm, 32, 32, 3)]  # None: the default (heuristic) config
+    if m <= 8:
+        cfgs.append(gm.Config(gm._pow2_at_least(m), 16, 32, 2, dot=False))
+    return cfgs
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("m,bias", [(1, False), (5, True), (17, False), (32, True)])
+def test_merged_equals_separate_gemms(dtype, m, bias):
+    """Each dtype x M in 1..32 (each dtype with and without bias) x every config kind."""
+    x, ws, bs = _inputs(m, dtype, bias)
+    for cfg in _configs(m):
+        _check(gm.merged_gemm(x, ws, bs, cfg), x, ws, bs)
+
+
+def test_strided_activation_and_weight_rows():
+    """x read through strides (a column slice), weights with a row stride > K (slices of a wider buffer)."""
+    x_full = torch.randn(3, 2 * K, dtype=torch.bfloat16)
+    x = x_full[:, ::2]
+    big = torch.randn(80, K + 8, dtype=torch.bfloat16)
+    ws = [big[:40, :K], big[40:63, :K]]
+    bs = [None, torch.randn(23, dtype=torch.bfloat16)]
+    assert ws[0].stride() == (K + 8, 1)
+    _check(gm.merged_gemm(x, ws, bs, gm.Config(16, 16, 32, 2)), x, ws, bs)
+
+
+def test_four_weights_and_one():
+    x, ws, bs = _inputs(2, torch.float16, True, ns=(17, 33, 8, 50))
+    _check(gm.merged_gemm(x, ws, bs), x, ws, bs)
+    _check(gm.merged_gemm(x, ws[:1], bs[:1]), x, ws[:1], bs[:1])
+
+
+def test_limits_raise():
+    x, ws, bs = _inputs(33, torch.bfloat16, False)
+    with pytest.raises(ValueError, match="M <= 32"):
+        gm.merged_gemm(x, ws, bs)
+    x, ws, bs = _inputs(2, torch.bfloat16, False, ns=(8,) * 5)
+    with pytest.raises(ValueError, match="1-4 weights"):
+        gm.merged_gemm(x, ws, bs)
+
+
+def test_check_reasons():
+    base = dict(dtype=torch.bfloat16, weight_dtypes=(torch.bfloat16,) * 2, bias_dtypes=(None, None), m=1,
+                m_upper=1, k=64, ns=(64, 32), weight_k_contiguous=(True, True), count=2)
+    assert gm.check(base) is None
+    assert "decode buckets" in gm.check({**base, "m_upper": 64})
+    assert "decode buckets" in gm.check({**base, "m": None, "m_upper": None})
+    assert "contiguous along K" in gm.check({**base, "weight_k_contiguous": (True, False)})
+    assert "another dtype" in gm.check({**base, "weight_dtypes": (torch.bfloat16, torch.float32)})
+    assert "float16/bfloat16/float32" in gm.check({**base, "dtype": torch.float64})
+
+
+def test_configs_pruned_for_wave64_and_default_fills_the_gpu():
+    """No config over 1024 threads at wave64 (ROCm), every tl.dot tile within the register budget found
+    spill-free on sm_90 and gfx942; the default gives >= 2 programs per SM for k/v-sized GEMMs (split-K)."""
+    for m in (1, 4, 32):
+        for warp in (32, 64):
+            for dt in (torch.bfloat16, torch.float32):
+                cfgs = gm.candidates(m, (2048, 512, 512), 2048, dt, 132, warp)
+                assert cfgs and all(c.num_warps * warp <= 1024 for c in cfgs)
+                budget = gm.TILE_BUDGET // (2 if dt == torch.float32 else 1)
+                assert all(c.block_m * c.block_n * c.block_k <= budget * c.num_warps for c in cfgs if c.dot)
+    d = gm.default_config(1, (512, 512), 2048, torch.bfloat16, sms=132)
+    assert sum(-(-n // d.block_n) for n in (512, 512)) * d.split_k >= 2 * 132
+    big = gm.default_config(1, (8192, 8192), 2048, torch.bfloat16, sms=132)
+    assert big.split_k == 1 and big.block_n == 64
+
+
+def test_aot_cases_are_complete():
+    """Every case names each kernel parameter once (signature) and gives every constexpr a value."""
+    import inspect
+
+    cases = gm.aot_cases()
+    assert len({c["name"] for c in cases}) == len(cases)
+    for c in cases:
+        params = list(inspect.signature(c["fn"].fn).parameters)
+        assert list(c["signature"]) == params, c["name"]
+        const = [p for p, t in c["signature"].items() if t == "constexpr"]
+        assert sorted(const) == sorted(c["constexprs"]), c["name"]
+        assert c["num_warps"] * 64 <= 1024
