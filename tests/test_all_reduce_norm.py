@@ -316,7 +316,7 @@ def test_providers_wired():
 
     assert OP in get_provider("reference").ops and OP in get_provider("flashinfer").ops
     assert OP in get_provider("aiter").ops
-    assert "all_reduce_norm" in PASS_NAMES and all_passes()[-1].name == "all_reduce_norm"
+    assert "all_reduce_norm" in PASS_NAMES and "all_reduce_norm" in [p.name for p in all_passes()]
     assert [p.name for p in all_passes()].index("rms_norm") < [p.name for p in all_passes()].index(
         "all_reduce_norm")
     for plat in ("cuda", "rocm"):
