@@ -11,12 +11,13 @@ import functools
 
 @functools.lru_cache(maxsize=1)
 def _passes() -> tuple:
+    from .attention import AttentionPass
     from .rms_norm import RMSNormPass
     from .rope import RoPEPass
     from .sampling import SamplingPass
     from .sigmoid_gate import SigmoidGatePass
 
-    return (RMSNormPass(), RoPEPass(), SigmoidGatePass(), SamplingPass())
+    return (RMSNormPass(), RoPEPass(), SigmoidGatePass(), SamplingPass(), AttentionPass())
 
 
 def all_passes() -> tuple:

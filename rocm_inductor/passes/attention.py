@@ -1,0 +1,521 @@
+"""Decode attention over a (static) KV cache -> ``rocm_fused::decode_attention`` (issue 13).
+
+A direct walk over the post-grad graph (``find_nodes`` on the SDPA targets, no pattern matcher: one node
+per attention, and its K/V/mask producers are read backwards from it).
+
+Covers, in float16/bfloat16/float32, static or dynamic batch / KV length:
+- the SDPA node of every platform, its arguments read by schema name (so argument order and the
+  ``attn_mask`` / ``attn_bias`` spelling do not matter): CPU ``_scaled_dot_product_flash_attention_for_cpu``
+  (``attn_mask=``, native GQA when K/V have fewer heads); CUDA ``_scaled_dot_product_efficient_attention``
+  (``attn_bias``), ``_scaled_dot_product_cudnn_attention``, ``_scaled_dot_product_flash_attention`` (no mask;
+  native GQA under ``enable_gqa``), ``_scaled_dot_product_fused_attention_overrideable`` (XPU/HPU-style),
+  ``_scaled_dot_product_attention_math`` and ``scaled_dot_product_attention`` (``enable_gqa=``), where they
+  survive to this graph;
+- K and V behind a head repeat of a smaller tensor, mapping query head ``h`` to kv head ``h // g``:
+  HF ``repeat_kv`` and gpt-fast / int-repeat ``repeat_interleave(g, dim=1)`` (both reach this graph as
+  ``unsqueeze(x, 2) -> expand -> clone -> reshape``), a head gather ``x[:, idx]`` / ``index_select(x, 1, idx)``
+  whose index evaluates at compile time to ``arange(Hq) // g`` (``torch.arange(Hq) // g``, a tensor-repeats
+  ``repeat_interleave``: iota/div, cumsum/searchsorted), ``repeat(1, g, 1, 1)`` when ``Hkv == 1`` (MQA: every
+  mapping is ``h -> 0``), no repeat (MHA), or native GQA (K/V given with ``Hkv < Hq``);
+- query length a decode bucket: static ``<= options.aten_gemm_max_m`` (32 by default, the level machinery's
+  small-M limit, ``lowerings/gemm_buckets.py``) or symbolic with a ShapeEnv upper bound within it;
+- mask: none; boolean or float additive, any rank that broadcasts (viewed 4D), walked back through an
+  ``expand`` on broadcast dims, through the efficient kernel's alignment ``slice(constant_pad_nd(bias))``,
+  and SDPA's own bool -> additive conversion ``where(m, 0, -inf)`` / ``where(~m, -inf, 0)`` (the bool is
+  recovered: same meaning, a fraction of the bytes); HF's ``where(m, 0, finfo.min)`` stays additive (exact:
+  a fully masked row then is uniform, not zeros, as in eager);
+- scale: SDPA's ``scale`` or ``1/sqrt(D)`` when None.
+A repeat whose output has another consumer stays for that consumer; the attention is rewritten anyway (it no
+longer reads the repeated copy; the report's note says so).
+
+Near-misses (reported, left to Inductor): query length above the limit (prefill), ``is_causal=True`` (SDPA's
+causal mask is top-left aligned, not a decode over a cache, unless Lq == Lkv == 1), dropout, outputs other than
+the attention used (logsumexp: a training graph), a head repeat with another mapping (``repeat`` / ``tile``:
+``h -> h % Hkv``; an index not known at compile time or not ``arange(Hq) // g``), K and V repeated
+differently, non-4D or batch-broadcast q/k/v, dtypes the op does not take, a mask that does not broadcast, a
+symbolic head_dim without a scale, and whatever the chosen provider's ``check`` refuses (head_dim, layout).
+Deliberately left alone: the decomposed math form (bmm -> softmax -> bmm; CPU's SDPA for Dv != D, HF's eager
+attention): not matched yet.
+
+   k ─► unsqueeze ─► expand ─► clone ─► reshape ─┐
+   v ─► unsqueeze ─► expand ─► clone ─► reshape ─┤               q, k, v, mask ─► rocm_fused::decode_attention
+   q ────────────────────────────────────────────┼─► SDPA[0]  ==>
+   m ─► where(m, 0, -inf) ─► (pad, slice, expand)┘
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+from typing import Any
+
+import torch
+from torch.fx import Graph, Node
+from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+from ..lowerings.gemm_buckets import m_upper_bound
+from ..ops.attention import DTYPES, attention_spec
+from ..report import Match as MatchRecord
+from ..report import NearMiss, describe, dtype_name, location_of
+from .canonicalize import insert_call
+from .manager import PassContext
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+#: Query length limit when ``options.aten_gemm_max_m`` is 0 (the GEMM override off): the level machinery's
+#: default decode bucket (``Options.aten_gemm_max_m = 32``).
+DEFAULT_MAX_Q = 32
+
+
+def _sdpa_targets() -> dict[Any, str]:
+    """SDPA overloads present in this torch (name -> short name for reports)."""
+    names = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+             "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention",
+             "_scaled_dot_product_fused_attention_overrideable", "_scaled_dot_product_attention_math",
+             "scaled_dot_product_attention")
+    out = {}
+    for name in names:
+        packet = getattr(aten, name, None)
+        op = getattr(packet, "default", None) if packet is not None else None
+        if op is not None:
+            out[op] = name
+    return out
+
+
+#: The SDPA targets this pass looks for.
+SDPA_TARGETS: dict[Any, str] = _sdpa_targets()
+
+_RESHAPES = (aten.view.default, aten.reshape.default, aten._unsafe_view.default)
+_CLONES = (aten.clone.default, aten.alias.default)
+#: Ops an index expression may use and still be evaluated at compile time (no graph input under it).
+_CONST_OPS = frozenset({
+    prims.iota.default, aten.arange.default, aten.arange.start, aten.arange.start_step, aten.full.default,
+    aten.div.Tensor_mode, aten.div.Tensor, aten.floor_divide.default, aten.mul.Tensor, aten.add.Tensor,
+    aten.sub.Tensor, aten.cumsum.default, aten.searchsorted.Tensor, aten.clamp_max.default,
+    aten.clamp_min.default, aten.clamp.default, aten.view.default, aten.reshape.default,
+    aten._unsafe_view.default, aten.expand.default, aten.clone.default, aten.repeat_interleave.Tensor,
+    aten.repeat_interleave.self_int, prims.convert_element_type.default, aten._to_copy.default,
+    aten.lift_fresh_copy.default,
+})
+
+
+def bind(node: Node) -> dict[str, Any]:
+    """``node``'s arguments by schema name, defaults filled in (``{"query": <Node>, "attn_mask": None, ...}``)."""
+    out = {}
+    for i, a in enumerate(node.target._schema.arguments):
+        if i < len(node.args):
+            out[a.name] = node.args[i]
+        elif a.name in node.kwargs:
+            out[a.name] = node.kwargs[a.name]
+        else:
+            out[a.name] = a.default_value if a.has_default_value() else None
+    return out
+
+
+def _val(n: Any) -> Any:
+    return n.meta.get("val") if isinstance(n, Node) else None
+
+
+def _is(n: Any, *targets: Any) -> bool:
+    return isinstance(n, Node) and n.op == "call_function" and n.target in targets
+
+
+def _eq(a: Any, b: Any) -> bool:
+    return statically_known_true(a == b)
+
+
+def _shape(n: Any) -> tuple:
+    v = _val(n)
+    return tuple(v.shape) if isinstance(v, torch.Tensor) else ()
+
+
+@dataclasses.dataclass
+class HeadSource:
+    """Where an SDPA K or V input comes from.
+
+    Attributes:
+        node: the un-repeated (B, Hkv, L, D) tensor; groups: ``g = Hq // Hkv``;
+        spelling: how the repeat was written (for the report); shared: the repeat has another consumer.
+    """
+
+    node: Node
+    groups: int
+    spelling: str
+    shared: bool = False
+
+
+def _strip_clones(n: Any, chain: list | None = None) -> Any:
+    """Walk back through clones; every node passed (and the result) is appended to ``chain``."""
+    while _is(n, *_CLONES):
+        if chain is not None:
+            chain.append(n)
+        n = n.args[0]
+    if chain is not None:
+        chain.append(n)
+    return n
+
+
+def _const_eval(n: Any, depth: int = 0) -> torch.Tensor | None:
+    """Evaluate ``n`` at compile time on CPU when no graph input is under it (index tensors), else None."""
+    if not isinstance(n, Node):
+        return n if isinstance(n, (int, float, bool)) or n is None else None
+    if depth > 16:
+        return None
+    if n.op == "get_attr":
+        gm = n.graph.owning_module
+        obj = gm
+        try:
+            for part in str(n.target).split("."):
+                obj = getattr(obj, part)
+        except AttributeError:
+            return None
+        return obj.detach().cpu() if isinstance(obj, torch.Tensor) else None
+    if n.op != "call_function" or n.target not in _CONST_OPS:
+        return None
+    vals = []
+    for a in n.args:
+        if isinstance(a, (list, tuple)):
+            items = [_const_eval(x, depth + 1) if isinstance(x, Node) else x for x in a]
+            if any(isinstance(x, Node) for x in a) and any(i is None for i in items):
+                return None
+            vals.append(type(a)(items))
+        elif isinstance(a, Node):
+            v = _const_eval(a, depth + 1)
+            if v is None:
+                return None
+            vals.append(v)
+        else:
+            if isinstance(a, (torch.SymInt, torch.SymFloat)):
+                return None
+            vals.append(a)
+    kwargs = {k: (torch.device("cpu") if k == "device" else v) for k, v in n.kwargs.items() if k != "pin_memory"}
+    if any(isinstance(v, Node) for v in kwargs.values()):
+        return None
+    try:
+        out = n.target(*vals, **kwargs)
+    except Exception:
+        return None
+    return out if isinstance(out, torch.Tensor) else None
+
+
+def _index_mapping(idx: Any, hq: int, hkv: int) -> str | None:
+    """None when the head index ``idx`` is ``arange(hq) // (hq // hkv)``, else why it is not (or unknown)."""
+    value = _const_eval(idx)
+    if value is None:
+        return ("the head index is not known at compile time (a graph input or a computation we do not "
+                "evaluate): cannot verify it maps query head h to kv head h // g")
+    g = hq // hkv
+    want = torch.arange(hq) // g
+    if value.dtype.is_floating_point or value.shape != want.shape or not torch.equal(value.long(), want):
+        return f"the head index {value.tolist()[:16]} is not arange({hq}) // {g} (h -> h // g)"
+    return None
+
+
+def head_source(node: Node, hq: int) -> HeadSource | str:
+    """The un-repeated tensor behind an SDPA K/V input ``node``, or why the head mapping is not ``h // g``.
+
+    Args:
+        node: the SDPA's key or value argument (a (B, H, L, D) fake-tensor node).
+        hq: number of query heads (static).
+    """
+    shape = _shape(node)
+    if len(shape) != 4:
+        return f"K/V are {len(shape)}D, not (B, H, L, D)"
+    h = shape[1]
+    if not isinstance(h, int):
+        return f"K/V head count {h} is symbolic"
+    if h != hq:
+        if h == 0 or hq % h:
+            return f"{hq} query heads are not a multiple of {h} kv heads"
+        return HeadSource(node, hq // h, "native GQA (un-repeated K/V)")
+    chain: list[Node] = []  # the materialised copies from the SDPA's input down to the repeat
+    n = _strip_clones(node, chain)
+    shared = any(len(c.users) > 1 for c in chain)
+    # HF repeat_kv / repeat_interleave(int): unsqueeze(x, 2) -> expand(B, Hkv, g, L, D) -> clone -> reshape
+    if _is(n, *_RESHAPES):
+        e = _strip_clones(n.args[0], chain)
+        shared = any(len(c.users) > 1 for c in chain[:-1])
+        if _is(e, aten.expand.default):
+            src5 = e.args[0]
+            s5, e5 = _shape(src5), _shape(e)
+            if len(s5) == 5 and len(e5) == 5 and isinstance(e5[1], int) and isinstance(e5[2], int):
+                src4 = src5.args[0] if _is(src5, aten.unsqueeze.default, *_RESHAPES) else None
+                if _is(src5, aten.unsqueeze.default) and src5.args[1] not in (1, 2, -3, -4):
+                    src4 = None
+                if src4 is not None and len(_shape(src4)) == 4:
+                    if _eq(s5[2], 1) and e5[1] * e5[2] == hq:
+                        return HeadSource(src4, e5[2], "repeat_kv / repeat_interleave (expand + clone + "
+                                          "reshape)", shared)
+                    if _eq(s5[1], 1) and e5[1] * e5[2] == hq:
+                        if e5[2] == 1:
+                            return HeadSource(src4, hq, "repeat (MQA)", shared)
+                        return ("the head repeat maps query head h to kv head h % Hkv (torch.repeat / tile "
+                                "order), not h // g as repeat_kv / repeat_interleave do")
+    if _is(n, aten.repeat.default):
+        src, reps = n.args[0], list(n.args[1])
+        ssrc = _shape(src)
+        if len(reps) == 4 and reps[0] == reps[2] == reps[3] == 1 and len(ssrc) == 4:
+            if ssrc[1] == 1:
+                return HeadSource(src, hq, "repeat (MQA)", shared)
+            return ("the head repeat maps query head h to kv head h % Hkv (torch.repeat / tile order), not "
+                    "h // g as repeat_kv / repeat_interleave do")
+    gather = None
+    if _is(n, aten.index.Tensor) and len(n.args[1]) == 2 and n.args[1][0] is None:
+        gather = (n.args[0], n.args[1][1], "head gather x[:, idx]")
+    elif _is(n, aten.index_select.default) and n.args[1] in (1, -3):
+        gather = (n.args[0], n.args[2], "index_select(x, 1, idx)")
+    if gather is not None:
+        src, idx, spelling = gather
+        ssrc = _shape(src)
+        if len(ssrc) == 4 and isinstance(ssrc[1], int) and ssrc[1] < hq:
+            why = _index_mapping(idx, hq, ssrc[1])
+            if why is not None:
+                return why
+            return HeadSource(src, hq // ssrc[1], spelling, shared)
+    return HeadSource(node, 1, "no repeat (MHA)")
+
+
+@dataclasses.dataclass
+class MaskSource:
+    """The mask to hand the op: ``node`` (or None), its kind and how it was found."""
+
+    node: Node | None
+    kind: str
+    spelling: str = ""
+    invert: bool = False  # the bool mask is the negation of ``node`` (``where(~m, -inf, 0)`` with no ~ node)
+
+
+def _scalar_value(a: Any) -> float | None:
+    """The constant of ``a``: a Python number, or a ``full``/``scalar_tensor`` node of one value."""
+    if isinstance(a, (int, float)) and not isinstance(a, bool):
+        return float(a)
+    if _is(a, aten.full.default) and isinstance(a.args[1], (int, float)):
+        return float(a.args[1])
+    if _is(a, aten.scalar_tensor.default) and isinstance(a.args[0], (int, float)):
+        return float(a.args[0])
+    if _is(a, aten.zeros.default, aten.zeros_like.default):
+        return 0.0
+    return None
+
+
+def _strip_expand(n: Any) -> Any:
+    """Walk back through ``expand`` (broadcast only: the input's dims are 1 or equal, right-aligned)."""
+    while _is(n, aten.expand.default):
+        src = n.args[0]
+        s, o = _shape(src), _shape(n)
+        if not s or len(s) > len(o):
+            break
+        if not all(_eq(a, 1) or _eq(a, b) for a, b in zip(s, o[len(o) - len(s):], strict=True)):
+            break
+        n = src
+    return n
+
+
+def _strip_pad_slice(n: Any) -> Any:
+    """``slice(constant_pad_nd(x, [0, p]), -1, 0, L)`` with L = x's last dim -> x (SDPA's bias alignment)."""
+    if not _is(n, aten.slice.Tensor):
+        return n
+    args = list(n.args) + [None] * (5 - len(n.args))
+    src, dim, start, end, step = args[:5]
+    pad = src
+    if not _is(pad, aten.constant_pad_nd.default):
+        return n
+    x = pad.args[0]
+    xs = _shape(x)
+    padding = list(pad.args[1])
+    value = pad.args[2] if len(pad.args) > 2 else 0
+    if not xs or dim not in (-1, len(xs) - 1) or start not in (0, None) or (step not in (1, None)):
+        return n
+    if len(padding) != 2 or padding[0] != 0 or value != 0:
+        return n
+    if end is not None and not _eq(end, xs[-1]) and not (isinstance(end, int) and end >= 2**62):
+        return n
+    return x
+
+
+_WHERES = tuple(getattr(aten.where, o) for o in ("self", "ScalarSelf", "ScalarOther", "Scalar")
+                if hasattr(aten.where, o))
+
+
+def mask_source(node: Any) -> MaskSource:
+    """Walk the SDPA mask back to the smallest tensor that means the same (see module docstring)."""
+    if node is None:
+        return MaskSource(None, "none")
+    spelling = []
+    n = _strip_expand(node)
+    p = _strip_pad_slice(n)
+    if p is not n:
+        spelling.append("alignment pad/slice")
+        n = _strip_expand(p)
+    if _is(n, *_WHERES) and len(n.args) == 3:
+        c, a, b = n.args
+        av, bv = _scalar_value(a), _scalar_value(b)
+        cv = _val(c)
+        if isinstance(cv, torch.Tensor) and cv.dtype == torch.bool and av is not None and bv is not None:
+            if av == 0.0 and bv == -math.inf:
+                spelling.append("bool recovered from where(m, 0, -inf)")
+                return MaskSource(_strip_expand(c), "bool", ", ".join(spelling))
+            if av == -math.inf and bv == 0.0:
+                spelling.append("bool recovered from where(~m, -inf, 0)")
+                if _is(c, aten.logical_not.default, aten.bitwise_not.default):
+                    return MaskSource(_strip_expand(c.args[0]), "bool", ", ".join(spelling))
+                return MaskSource(c, "bool", ", ".join(spelling), invert=True)
+    v = _val(n)
+    kind = "bool" if isinstance(v, torch.Tensor) and v.dtype == torch.bool else "additive"
+    return MaskSource(n, kind, ", ".join(spelling))
+
+
+def _cudagraphs() -> bool:
+    try:
+        return bool(torch._inductor.config.triton.cudagraphs)
+    except AttributeError:
+        return False
+
+
+def q_len_limit(ctx: PassContext) -> int:
+    """Largest query length rewritten: ``options.aten_gemm_max_m`` (default 32), or 32 when that is 0."""
+    return ctx.options.aten_gemm_max_m or DEFAULT_MAX_Q
+
+
+def _upper(s: Any) -> int | None:
+    if isinstance(s, int):
+        return s
+    try:
+        var_ranges = s.node.shape_env.var_to_range
+    except AttributeError:
+        var_ranges = None
+    return m_upper_bound(s, var_ranges)
+
+
+def _sym(s: Any) -> str:
+    return str(s)
+
+
+class _Miss(Exception):
+    """A candidate that is not rewritten (message: the reason)."""
+
+
+def _to_4d(graph: Graph, before: Node, n: Node, ndim: int) -> Node:
+    """``n`` (an ``ndim``-D mask) viewed 4D with leading size-1 dims (SDPA's right-aligned broadcast)."""
+    for _ in range(4 - ndim):
+        n = insert_call(graph, before, aten.unsqueeze.default, (n, 0), like=before)
+    return n
+
+
+def rewrite_one(graph: Graph, ctx: PassContext, sdpa: Node) -> None:
+    """Check one SDPA node and rewrite it, or raise :class:`_Miss` with the reason."""
+    a = bind(sdpa)
+    q_node, k_node, v_node = a["query"], a["key"], a["value"]
+    mask_node = a.get("attn_mask", a.get("attn_bias"))
+    q, k, v = _val(q_node), _val(k_node), _val(v_node)
+    if not all(isinstance(t, torch.Tensor) for t in (q, k, v)):
+        raise _Miss("q/k/v carry no fake tensors")
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise _Miss(f"q/k/v are {q.ndim}D/{k.ndim}D/{v.ndim}D, the op takes (B, H, L, D)")
+    if a.get("dropout_p") not in (0, 0.0, None):
+        raise _Miss(f"dropout_p={a['dropout_p']} (training): the op has no dropout")
+    # outputs: only the attention (index 0) may be used
+    tuple_out = sdpa.target is not getattr(aten.scaled_dot_product_attention, "default", None)
+    if tuple_out:
+        for u in sdpa.users:
+            if u.users and not (u.target is operator.getitem and u.args[1] == 0):
+                raise _Miss(f"output {u.args[1] if u.target is operator.getitem else '?'} of the SDPA "
+                            "(logsumexp / RNG state) is used: a training graph")
+    lq, lkv = q.shape[2], k.shape[2]
+    limit = q_len_limit(ctx)
+    up = _upper(lq)
+    if up is None or up > limit:
+        what = f"query length {lq}" + ("" if isinstance(lq, int) else f" (upper bound {up})")
+        raise _Miss(f"{what} > {limit}: prefill stays with Inductor (the limit is options.aten_gemm_max_m)")
+    if a.get("is_causal") and not (_eq(lq, 1) and _eq(lkv, 1)):
+        raise _Miss("is_causal=True: SDPA's causal mask is top-left aligned (query i sees keys 0..i), not a "
+                    "decode over a cache; pass the mask explicitly")
+    if q.dtype not in DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise _Miss(f"dtypes q={dtype_name(q)}, k={dtype_name(k)}, v={dtype_name(v)}: the op takes one of "
+                    "float16/bfloat16/float32 for all three")
+    if not (_eq(q.shape[0], k.shape[0]) and _eq(k.shape[0], v.shape[0])):
+        raise _Miss(f"batch dims differ (q {q.shape[0]}, k {k.shape[0]}, v {v.shape[0]}): SDPA broadcasts them, "
+                    "the op does not")
+    hq = q.shape[1]
+    if not isinstance(hq, int):
+        raise _Miss(f"query head count {hq} is symbolic")
+    ks, vs = head_source(k_node, hq), head_source(v_node, hq)
+    for name, s in (("K", ks), ("V", vs)):
+        if isinstance(s, str):
+            raise _Miss(f"{name}: {s}")
+    if _shape(ks.node)[1] != _shape(vs.node)[1]:
+        raise _Miss(f"K and V are repeated differently (K {ks.spelling} x{ks.groups}, V {vs.spelling} "
+                    f"x{vs.groups})")
+    scale = a.get("scale")
+    if scale is None:
+        d = q.shape[-1]
+        if not isinstance(d, int):
+            raise _Miss(f"head_dim {d} is symbolic and SDPA got no scale")
+        scale = 1.0 / math.sqrt(d)
+    if not isinstance(scale, (int, float)):
+        raise _Miss(f"scale {scale!r} is not a compile-time number")
+    ms = mask_source(mask_node)
+    mval = _val(ms.node)
+    if ms.node is not None:
+        if not isinstance(mval, torch.Tensor):
+            raise _Miss("the mask carries no fake tensor")
+        if mval.dtype != torch.bool and not mval.dtype.is_floating_point:
+            raise _Miss(f"mask dtype {dtype_name(mval)}: the op takes bool or float masks")
+        full = (q.shape[0], hq, lq, lkv)
+        ms_shape = tuple(mval.shape)
+        if len(ms_shape) > 4 or not all(_eq(m, 1) or _eq(m, f) for m, f in
+                                          zip(ms_shape, full[4 - len(ms_shape):], strict=True)):
+            raise _Miss(f"mask shape {ms_shape} does not broadcast to (B, Hq, Lq, Lkv) = {full} dim by dim")
+        mval4 = mval.reshape((1,) * (4 - mval.ndim) + ms_shape) if mval.ndim < 4 else mval
+    else:
+        mval4 = None
+    spec = attention_spec(q, _val(ks.node), _val(vs.node), mval4, cudagraphs=_cudagraphs())
+    choice = ctx.choose("decode_attention", spec)
+    if choice.provider is None:
+        raise _Miss(choice.why_not)
+    # rewrite
+    mask_arg = None
+    if ms.node is not None:
+        mask_arg = ms.node
+        if ms.invert:
+            mask_arg = insert_call(graph, sdpa, aten.logical_not.default, (mask_arg,), like=sdpa)
+        mask_arg = _to_4d(graph, sdpa, mask_arg, mval.ndim)
+    new = insert_call(graph, sdpa, torch.ops.rocm_fused.decode_attention.default,
+                      (q_node, ks.node, vs.node, mask_arg, float(scale), choice.provider), like=sdpa)
+    if tuple_out:
+        for u in list(sdpa.users):
+            u.replace_all_uses_with(new)
+            graph.erase_node(u)
+    else:
+        sdpa.replace_all_uses_with(new)
+    graph.erase_node(sdpa)
+    hkv = _shape(ks.node)[1]
+    mask_desc = ms.kind if ms.node is None else f"{ms.kind} {'x'.join(map(str, mval4.shape))}"
+    notes = [f"q_len={_sym(lq)} kv_len={_sym(lkv)} GQA {hq}/{hkv}={hq // hkv} ({ks.spelling}) mask={mask_desc}"
+             + (f" ({ms.spelling})" if ms.spelling else "") + f" from {SDPA_TARGETS[sdpa.target]}"]
+    if ks.shared or vs.shared:
+        notes.append("the repeated K/V has another consumer: that repeat stays for it")
+    notes += list(choice.reasons)
+    shape, dtype = describe(q)
+    ctx.pending = choice
+    ctx.matched(sdpa.name, MatchRecord("attention", "decode_attention", choice.provider, shape, dtype,
+                                       location_of(sdpa), "; ".join(notes)))
+
+
+class AttentionPass:
+    """The decode-attention pass (see module docstring)."""
+
+    name = "attention"
+    ops = ("decode_attention",)
+
+    def __call__(self, graph: Graph, ctx: PassContext) -> None:
+        for target in SDPA_TARGETS:
+            for sdpa in list(graph.find_nodes(op="call_function", target=target)):
+                anchor, where = sdpa.name, location_of(sdpa)
+                try:
+                    rewrite_one(graph, ctx, sdpa)
+                except _Miss as e:
+                    ctx.near_miss(anchor, NearMiss("attention", "attention (SDPA)", str(e), where))
+        graph.eliminate_dead_code()
