@@ -404,34 +404,62 @@ def _to_4d(graph: Graph, before: Node, n: Node, ndim: int) -> Node:
     return n
 
 
-def rewrite_one(graph: Graph, ctx: PassContext, sdpa: Node) -> None:
-    """Check one SDPA node and rewrite it, or raise :class:`_Miss` with the reason."""
+@dataclasses.dataclass
+class Candidate:
+    """One attention found in the graph, before the common checks.
+
+    Attributes:
+        node: the node whose users get the op's output (the SDPA node for the tuple-returning targets, else
+            the 4D attention output); tuple_out: ``node`` returns a tuple whose ``[0]`` is the attention;
+        q, k, v: the 4D (B, H, L, D) inputs as the attention sees them (K/V possibly repeated);
+        mask: where the mask comes from; scale: the score scale (None: ``1/sqrt(D)``); source: for the report.
+    """
+
+    node: Node
+    tuple_out: bool
+    q: Any
+    k: Any
+    v: Any
+    mask: MaskSource
+    scale: Any
+    source: str
+
+
+def sdpa_candidate(sdpa: Node) -> Candidate:
+    """The :class:`Candidate` of an SDPA node, or :class:`_Miss` for the SDPA-only refusals."""
     a = bind(sdpa)
-    q_node, k_node, v_node = a["query"], a["key"], a["value"]
+    if a.get("dropout_p") not in (0, 0.0, None):
+        raise _Miss(f"dropout_p={a['dropout_p']} (training): the op has no dropout")
+    tuple_out = sdpa.target is not getattr(aten.scaled_dot_product_attention, "default", None)
+    if tuple_out:  # only the attention (index 0) may be used
+        for u in sdpa.users:
+            if u.users and not (u.target is operator.getitem and u.args[1] == 0):
+                raise _Miss(f"output {u.args[1] if u.target is operator.getitem else '?'} of the SDPA "
+                            "(logsumexp / RNG state) is used: a training graph")
+    q, k = _val(a["query"]), _val(a["key"])
+    if a.get("is_causal") and not (isinstance(q, torch.Tensor) and q.ndim == 4 and _eq(q.shape[2], 1)
+                                   and isinstance(k, torch.Tensor) and k.ndim == 4 and _eq(k.shape[2], 1)):
+        raise _Miss("is_causal=True: SDPA's causal mask is top-left aligned (query i sees keys 0..i), not a "
+                    "decode over a cache; pass the mask explicitly")
     mask_node = a.get("attn_mask", a.get("attn_bias"))
+    return Candidate(sdpa, tuple_out, a["query"], a["key"], a["value"], mask_source(mask_node), a.get("scale"),
+                     SDPA_TARGETS[sdpa.target])
+
+
+def rewrite(graph: Graph, ctx: PassContext, cand: Candidate) -> None:
+    """Check one candidate and rewrite it, or raise :class:`_Miss` with the reason."""
+    q_node, k_node, v_node = cand.q, cand.k, cand.v
     q, k, v = _val(q_node), _val(k_node), _val(v_node)
     if not all(isinstance(t, torch.Tensor) for t in (q, k, v)):
         raise _Miss("q/k/v carry no fake tensors")
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
         raise _Miss(f"q/k/v are {q.ndim}D/{k.ndim}D/{v.ndim}D, the op takes (B, H, L, D)")
-    if a.get("dropout_p") not in (0, 0.0, None):
-        raise _Miss(f"dropout_p={a['dropout_p']} (training): the op has no dropout")
-    # outputs: only the attention (index 0) may be used
-    tuple_out = sdpa.target is not getattr(aten.scaled_dot_product_attention, "default", None)
-    if tuple_out:
-        for u in sdpa.users:
-            if u.users and not (u.target is operator.getitem and u.args[1] == 0):
-                raise _Miss(f"output {u.args[1] if u.target is operator.getitem else '?'} of the SDPA "
-                            "(logsumexp / RNG state) is used: a training graph")
     lq, lkv = q.shape[2], k.shape[2]
     limit = q_len_limit(ctx)
     up = _upper(lq)
     if up is None or up > limit:
         what = f"query length {lq}" + ("" if isinstance(lq, int) else f" (upper bound {up})")
         raise _Miss(f"{what} > {limit}: prefill stays with Inductor (the limit is options.aten_gemm_max_m)")
-    if a.get("is_causal") and not (_eq(lq, 1) and _eq(lkv, 1)):
-        raise _Miss("is_causal=True: SDPA's causal mask is top-left aligned (query i sees keys 0..i), not a "
-                    "decode over a cache; pass the mask explicitly")
     if q.dtype not in DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
         raise _Miss(f"dtypes q={dtype_name(q)}, k={dtype_name(k)}, v={dtype_name(v)}: the op takes one of "
                     "float16/bfloat16/float32 for all three")
@@ -448,15 +476,15 @@ def rewrite_one(graph: Graph, ctx: PassContext, sdpa: Node) -> None:
     if _shape(ks.node)[1] != _shape(vs.node)[1]:
         raise _Miss(f"K and V are repeated differently (K {ks.spelling} x{ks.groups}, V {vs.spelling} "
                     f"x{vs.groups})")
-    scale = a.get("scale")
+    scale = cand.scale
     if scale is None:
         d = q.shape[-1]
         if not isinstance(d, int):
-            raise _Miss(f"head_dim {d} is symbolic and SDPA got no scale")
+            raise _Miss(f"head_dim {d} is symbolic and no scale is given")
         scale = 1.0 / math.sqrt(d)
     if not isinstance(scale, (int, float)):
         raise _Miss(f"scale {scale!r} is not a compile-time number")
-    ms = mask_source(mask_node)
+    ms = cand.mask
     mval = _val(ms.node)
     if ms.node is not None:
         if not isinstance(mval, torch.Tensor):
@@ -476,32 +504,33 @@ def rewrite_one(graph: Graph, ctx: PassContext, sdpa: Node) -> None:
     if choice.provider is None:
         raise _Miss(choice.why_not)
     # rewrite
+    at = cand.node
     mask_arg = None
     if ms.node is not None:
         mask_arg = ms.node
         if ms.invert:
-            mask_arg = insert_call(graph, sdpa, aten.logical_not.default, (mask_arg,), like=sdpa)
-        mask_arg = _to_4d(graph, sdpa, mask_arg, mval.ndim)
-    new = insert_call(graph, sdpa, torch.ops.rocm_fused.decode_attention.default,
-                      (q_node, ks.node, vs.node, mask_arg, float(scale), choice.provider), like=sdpa)
-    if tuple_out:
-        for u in list(sdpa.users):
+            mask_arg = insert_call(graph, at, aten.logical_not.default, (mask_arg,), like=at)
+        mask_arg = _to_4d(graph, at, mask_arg, mval.ndim)
+    new = insert_call(graph, at, torch.ops.rocm_fused.decode_attention.default,
+                      (q_node, ks.node, vs.node, mask_arg, float(scale), choice.provider), like=at)
+    if cand.tuple_out:
+        for u in list(at.users):
             u.replace_all_uses_with(new)
             graph.erase_node(u)
     else:
-        sdpa.replace_all_uses_with(new)
-    graph.erase_node(sdpa)
+        at.replace_all_uses_with(new)
+    graph.erase_node(at)
     hkv = _shape(ks.node)[1]
     mask_desc = ms.kind if ms.node is None else f"{ms.kind} {'x'.join(map(str, mval4.shape))}"
     notes = [f"q_len={_sym(lq)} kv_len={_sym(lkv)} GQA {hq}/{hkv}={hq // hkv} ({ks.spelling}) mask={mask_desc}"
-             + (f" ({ms.spelling})" if ms.spelling else "") + f" from {SDPA_TARGETS[sdpa.target]}"]
+             + (f" ({ms.spelling})" if ms.spelling else "") + f" from {cand.source}"]
     if ks.shared or vs.shared:
         notes.append("the repeated K/V has another consumer: that repeat stays for it")
     notes += list(choice.reasons)
     shape, dtype = describe(q)
     ctx.pending = choice
-    ctx.matched(sdpa.name, MatchRecord("attention", "decode_attention", choice.provider, shape, dtype,
-                                       location_of(sdpa), "; ".join(notes)))
+    ctx.matched(at.name, MatchRecord("attention", "decode_attention", choice.provider, shape, dtype,
+                                     location_of(at), "; ".join(notes)))
 
 
 class AttentionPass:
@@ -515,7 +544,7 @@ class AttentionPass:
             for sdpa in list(graph.find_nodes(op="call_function", target=target)):
                 anchor, where = sdpa.name, location_of(sdpa)
                 try:
-                    rewrite_one(graph, ctx, sdpa)
+                    rewrite(graph, ctx, sdpa_candidate(sdpa))
                 except _Miss as e:
                     ctx.near_miss(anchor, NearMiss("attention", "attention (SDPA)", str(e), where))
         graph.eliminate_dead_code()
