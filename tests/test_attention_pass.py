@@ -255,6 +255,82 @@ def test_bounded_symbolic_query_length():
     torch.testing.assert_close(out, hf(q, k, v))
 
 
+# ------------------------------------------------------------------ the math form (bmm, softmax, bmm)
+
+
+def hf_eager(q, k, v, mask, scale=None, weights=False):
+    """HF's eager_attention_forward (transformers 5.x): matmul * scaling + mask, fp32 softmax, matmul."""
+    g = q.shape[1] // k.shape[1]
+    w = torch.matmul(q, repeat_kv(k, g).transpose(2, 3)) * (scale or q.shape[-1] ** -0.5)
+    w = w + mask
+    w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+    w = F.dropout(w, p=0.0, training=False)
+    out = torch.matmul(w, repeat_kv(v, g))
+    return (out, w) if weights else out
+
+
+def masked_fill_attn(q, k, v, mask, scale=None):
+    g = q.shape[1] // k.shape[1]
+    s = (q @ repeat_kv(k, g).transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    return torch.softmax(s.masked_fill(~mask, float("-inf")), -1) @ repeat_kv(v, g)
+
+
+def _math_rewritten(fn, q, k, v, mask):
+    out, seen = compile_run(fn, q, k, v, mask)
+    (c,) = seen
+    assert c.before["aten.bmm.default"] == 2 and c.after[OP] == 1, c.after
+    assert c.after["aten.bmm.default"] == 0 and c.after["aten.clone.default"] == 0, c.after
+    (m,) = attention_matches(seen)
+    assert "from the math form" in m.note and "GQA 8/2=4" in m.note, m.note
+    return out, m
+
+
+def test_math_form_hf_eager_bf16():
+    """HF's eager attention (bf16, additive mask with finfo.min) is rewritten; the op's one rounding is within
+    the contract against eager's several."""
+    q, k, v = qkv(dtype=torch.bfloat16)
+    keep = torch.rand(2, 1, 1, 24, generator=torch.Generator().manual_seed(5)) > 0.3
+    mask = torch.zeros(2, 1, 1, 24, dtype=torch.bfloat16).masked_fill(~keep, torch.finfo(torch.bfloat16).min)
+    out, m = _math_rewritten(hf_eager, q, k, v, mask)
+    assert "mask=additive" in m.note
+    assert_contract(out, hf_eager(q, k, v, mask), ref64(q, k, v, mask.float()))
+
+
+def test_math_form_masked_fill_and_sdpa_math():
+    """``masked_fill(~m, -inf)`` before softmax (bool mask found), and CPU SDPA's own math decomposition (a 3D
+    mask sends it there) with its sqrt(scale) on q and k and the safe-softmax where."""
+    q, k, v = qkv()
+    keep = torch.rand(2, 1, 1, 24, generator=torch.Generator().manual_seed(6)) > 0.3
+    out, m = _math_rewritten(masked_fill_attn, q, k, v, keep)
+    assert "mask=bool 2x1x1x24" in m.note
+    assert_contract(out, masked_fill_attn(q, k, v, keep), ref64(q, k, v, keep))
+    sdpa3 = lambda q, k, v, mask: hf(q, k, v, mask[0], scale=0.3)  # noqa: E731
+    out, m = _math_rewritten(sdpa3, q, k, v, keep)
+    assert "mask=bool 1x1x1x24" in m.note
+    assert_contract(out, sdpa3(q, k, v, keep), ref64(q, k, v, keep[:1], 0.3))
+
+
+def test_math_form_weights_returned_is_a_near_miss():
+    """output_attentions: the probabilities are returned too, so the decomposed attention stays."""
+    q, k, v = qkv()
+    mask = torch.zeros(2, 1, 1, 24)
+    fn = lambda q, k, v, mask: hf_eager(q, k, v, mask, weights=True)  # noqa: E731
+    out, seen = compile_run(fn, q, k, v, mask)
+    assert seen[0].after[OP] == 0
+    assert "output_attentions" in attention_misses(seen)[0].reason
+    torch.testing.assert_close(out[0], fn(q, k, v, mask)[0])
+
+
+def test_math_form_v_head_dim_differs():
+    """Dv != D (CPU SDPA decomposes it): V sliced after its repeat, so K and V are taken as given."""
+    q, k, v = qkv()
+    fn = lambda q, k, v, mask: F.scaled_dot_product_attention(q, repeat_kv(k, 4), repeat_kv(v, 4)[..., :8])  # noqa: E731
+    out, seen = compile_run(fn, q, k, v, None)
+    assert seen[0].after[OP] == 1
+    assert "both taken as given" in attention_matches(seen)[0].note
+    torch.testing.assert_close(out, fn(q, k, v, None))
+
+
 # ------------------------------------------------------------------ CUDA SDPA variants, built on meta tensors
 
 

@@ -1,7 +1,7 @@
 """Decode attention over a (static) KV cache -> ``rocm_fused::decode_attention`` (issue 13).
 
-A direct walk over the post-grad graph (``find_nodes`` on the SDPA targets, no pattern matcher: one node
-per attention, and its K/V/mask producers are read backwards from it).
+A direct walk over the post-grad graph (``find_nodes`` on the SDPA targets and on ``bmm``, no pattern
+matcher: one node per attention, and its K/V/mask producers are read backwards from it).
 
 Covers, in float16/bfloat16/float32, static or dynamic batch / KV length:
 - the SDPA node of every platform, its arguments read by schema name (so argument order and the
@@ -10,13 +10,18 @@ Covers, in float16/bfloat16/float32, static or dynamic batch / KV length:
   (``attn_bias``), ``_scaled_dot_product_cudnn_attention``, ``_scaled_dot_product_flash_attention`` (no mask;
   native GQA under ``enable_gqa``), ``_scaled_dot_product_fused_attention_overrideable`` (XPU/HPU-style),
   ``_scaled_dot_product_attention_math`` and ``scaled_dot_product_attention`` (``enable_gqa=``), where they
-  survive to this graph;
+  survive to this graph; only the attention output may be used (index 0), dropout 0;
+- the math form ``reshape(bmm(softmax(s), v))`` with ``s = c * reshape(bmm(a * q, b * k^T)) (+ mask |
+  masked_fill(~m, -inf))``, softmax as Inductor decomposes it (``exp(s - amax) / sum``, with or without an
+  fp32 up/down-cast and SDPA's safe-softmax ``where``): HF's eager attention, CPU SDPA's own decomposition
+  (Dv != D, a 3D mask); scale = a * b * c. Every node inside must feed only this attention;
 - K and V behind a head repeat of a smaller tensor, mapping query head ``h`` to kv head ``h // g``:
   HF ``repeat_kv`` and gpt-fast / int-repeat ``repeat_interleave(g, dim=1)`` (both reach this graph as
   ``unsqueeze(x, 2) -> expand -> clone -> reshape``), a head gather ``x[:, idx]`` / ``index_select(x, 1, idx)``
   whose index evaluates at compile time to ``arange(Hq) // g`` (``torch.arange(Hq) // g``, a tensor-repeats
   ``repeat_interleave``: iota/div, cumsum/searchsorted), ``repeat(1, g, 1, 1)`` when ``Hkv == 1`` (MQA: every
-  mapping is ``h -> 0``), no repeat (MHA), or native GQA (K/V given with ``Hkv < Hq``);
+  mapping is ``h -> 0``), no repeat (MHA), or native GQA (K/V given with ``Hkv < Hq``). K and V recognised
+  with different head counts (V sliced after its repeat) are both taken as given (correct, no GQA saving);
 - query length a decode bucket: static ``<= options.aten_gemm_max_m`` (32 by default, the level machinery's
   small-M limit, ``lowerings/gemm_buckets.py``) or symbolic with a ShapeEnv upper bound within it;
 - mask: none; boolean or float additive, any rank that broadcasts (viewed 4D), walked back through an
@@ -26,16 +31,16 @@ Covers, in float16/bfloat16/float32, static or dynamic batch / KV length:
   a fully masked row then is uniform, not zeros, as in eager);
 - scale: SDPA's ``scale`` or ``1/sqrt(D)`` when None.
 A repeat whose output has another consumer stays for that consumer; the attention is rewritten anyway (it no
-longer reads the repeated copy; the report's note says so).
+longer reads the repeated copy, the Inductor-fused copy for the other consumer remains; the note says so).
 
 Near-misses (reported, left to Inductor): query length above the limit (prefill), ``is_causal=True`` (SDPA's
 causal mask is top-left aligned, not a decode over a cache, unless Lq == Lkv == 1), dropout, outputs other than
-the attention used (logsumexp: a training graph), a head repeat with another mapping (``repeat`` / ``tile``:
-``h -> h % Hkv``; an index not known at compile time or not ``arange(Hq) // g``), K and V repeated
-differently, non-4D or batch-broadcast q/k/v, dtypes the op does not take, a mask that does not broadcast, a
-symbolic head_dim without a scale, and whatever the chosen provider's ``check`` refuses (head_dim, layout).
-Deliberately left alone: the decomposed math form (bmm -> softmax -> bmm; CPU's SDPA for Dv != D, HF's eager
-attention): not matched yet.
+the attention used (logsumexp: a training graph; the math form's probabilities: ``output_attentions``), a head
+repeat with another mapping (``repeat`` / ``tile``: ``h -> h % Hkv``; an index not known at compile time or
+not ``arange(Hq) // g``), non-4D or batch-broadcast q/k/v, dtypes the op does not take, a mask that does not
+broadcast, a symbolic head_dim without a scale, and whatever the chosen provider's ``check`` refuses
+(head_dim, layout). Numerics: the op computes scores, softmax and P @ V in float32 and rounds once; a row
+the mask removes entirely returns zeros (SDPA's behaviour; HF's eager softmax would give NaN there).
 
    k ─► unsqueeze ─► expand ─► clone ─► reshape ─┐
    v ─► unsqueeze ─► expand ─► clone ─► reshape ─┤               q, k, v, mask ─► rocm_fused::decode_attention
@@ -473,9 +478,9 @@ def rewrite(graph: Graph, ctx: PassContext, cand: Candidate) -> None:
     for name, s in (("K", ks), ("V", vs)):
         if isinstance(s, str):
             raise _Miss(f"{name}: {s}")
-    if _shape(ks.node)[1] != _shape(vs.node)[1]:
-        raise _Miss(f"K and V are repeated differently (K {ks.spelling} x{ks.groups}, V {vs.spelling} "
-                    f"x{vs.groups})")
+    if _shape(ks.node)[1] != _shape(vs.node)[1]:  # e.g. V sliced after its repeat: take both as given (MHA)
+        why = f"K {ks.spelling} x{ks.groups}, V {vs.spelling} x{vs.groups}: both taken as given"
+        ks, vs = HeadSource(k_node, 1, why), HeadSource(v_node, 1, why)
     scale = cand.scale
     if scale is None:
         d = q.shape[-1]
@@ -533,6 +538,135 @@ def rewrite(graph: Graph, ctx: PassContext, cand: Candidate) -> None:
                                      location_of(at), "; ".join(notes)))
 
 
+
+# ---------------------------------------------------------------------------------------------- math form
+
+
+def _unflatten(n: Any) -> Any:
+    """The 4D tensor behind a bmm operand ``reshape(expand(x4), [B*H, X, Y])`` (expand optional), or None."""
+    if not _is(n, *_RESHAPES):
+        return None
+    x = n.args[0]
+    if _is(x, aten.expand.default) and len(_shape(x.args[0])) == len(_shape(x)):
+        x = x.args[0]
+    return x if len(_shape(x)) == 4 else None
+
+
+def _last_dim(dims: Any, ndim: int) -> bool:
+    return isinstance(dims, (list, tuple)) and len(dims) == 1 and dims[0] in (-1, ndim - 1)
+
+
+def _softmax_input(p: Any) -> Any:
+    """The scores ``s`` of ``p = softmax(s, -1)`` as Inductor decomposes it (``exp(s - amax) / sum``), optionally
+    behind a down-cast and SDPA's safe-softmax ``where(row_empty, 0, p)``; None if ``p`` is not one."""
+    n = p
+    if _is(n, prims.convert_element_type.default):
+        n = n.args[0]
+    nd = len(_shape(n))
+    softmax_ops = tuple(op for op in (getattr(aten, "_softmax", None), getattr(aten, "_safe_softmax", None))
+                        if op is not None and hasattr(op, "default"))
+    if _is(n, *(op.default for op in softmax_ops)) and n.args[1] in (-1, nd - 1):
+        x = n.args[0]
+    else:
+        if _is(n, *_WHERES) and len(n.args) == 3 and _scalar_value(n.args[1]) == 0.0 and \
+                getattr(_val(n.args[0]), "dtype", None) == torch.bool:
+            n = n.args[2]  # rows with no finite score -> 0 (SDPA's _safe_softmax); the op does the same
+        if not (_is(n, aten.div.Tensor) and len(n.args) == 2):
+            return None
+        e, sm = n.args
+        if not (_is(sm, aten.sum.dim_IntList) and sm.args[0] is e and _last_dim(sm.args[1], nd)
+                and _is(e, aten.exp.default) and _is(e.args[0], aten.sub.Tensor)):
+            return None
+        x, mx = e.args[0].args
+        if not (_is(mx, aten.amax.default) and mx.args[0] is x and _last_dim(mx.args[1], nd)):
+            return None
+    if _is(x, prims.convert_element_type.default):
+        x = x.args[0]  # HF: softmax(..., dtype=torch.float32) of bf16 scores
+    return x
+
+
+def _strip_scale(n: Any) -> tuple[Any, float]:
+    """``n`` without multiplications / divisions by Python numbers, and their product."""
+    f = 1.0
+    while _is(n, aten.mul.Tensor, aten.div.Tensor, aten.mul.Scalar, aten.div.Scalar) and len(n.args) == 2 \
+            and isinstance(n.args[1], (int, float)) and not isinstance(n.args[1], bool) and n.args[1] != 0:
+        f = f * n.args[1] if n.target in (aten.mul.Tensor, aten.mul.Scalar) else f / n.args[1]
+        n = n.args[0]
+    return n, f
+
+
+def _qk(n: Any) -> tuple[Any, Any, float] | None:
+    """``(q, k, scale)`` of scores ``n = c * reshape(bmm(reshape(a * q), reshape(b * k^T)))``, or None."""
+    n, c = _strip_scale(n)
+    if not (_is(n, *_RESHAPES) and len(_shape(n)) == 4 and _is(n.args[0], aten.bmm.default)):
+        return None
+    q4, k4 = (_unflatten(x) for x in n.args[0].args)
+    if q4 is None or k4 is None:
+        return None
+    q, a = _strip_scale(q4)
+    kt, b = _strip_scale(k4)
+    if _is(kt, aten.permute.default) and list(kt.args[1]) == [0, 1, 3, 2]:
+        k = kt.args[0]
+    elif _is(kt, aten.transpose.int) and sorted(d % 4 for d in kt.args[1:3]) == [2, 3]:
+        k = kt.args[0]
+    else:
+        return None
+    return q, k, a * b * c
+
+
+def math_candidate(bmm2: Node) -> Candidate | None:
+    """The :class:`Candidate` of a decomposed attention ending in ``bmm2`` (``softmax(q k^T * s + m) @ v``),
+    None when ``bmm2`` is not one; :class:`_Miss` when it is one that cannot be rewritten."""
+    users = list(bmm2.users)
+    if len(users) != 1 or not _is(users[0], *_RESHAPES) or len(_shape(users[0])) != 4:
+        return None
+    out = users[0]
+    p4, v4 = (_unflatten(x) for x in bmm2.args)
+    if p4 is None or v4 is None:
+        return None
+    s = _softmax_input(p4)
+    if s is None:
+        return None
+    mask = MaskSource(None, "none")
+    scores = s
+    if _is(s, aten.add.Tensor) and len(s.args) == 2 and all(isinstance(x, Node) for x in s.args):
+        for i in (0, 1):
+            if _qk(s.args[i]) is not None:
+                scores, mask = s.args[i], mask_source(s.args[1 - i])
+                break
+    elif _is(s, *_WHERES) and len(s.args) == 3 and getattr(_val(s.args[0]), "dtype", None) == torch.bool:
+        c, a, b = s.args
+        if _scalar_value(b) == -math.inf and _qk(a) is not None:
+            scores, mask = a, MaskSource(_strip_expand(c), "bool", "masked_fill(~m, -inf)")
+        elif _scalar_value(a) == -math.inf and _qk(b) is not None:
+            inner = c.args[0] if _is(c, aten.logical_not.default, aten.bitwise_not.default) else None
+            scores = b
+            mask = (MaskSource(_strip_expand(inner), "bool", "masked_fill(~m, -inf)") if inner is not None
+                    else MaskSource(c, "bool", "masked_fill(m, -inf)", invert=True))
+    qk = _qk(scores)
+    if qk is None:
+        return None
+    q, k, scale = qk
+    # every node between the inputs and the output must feed only this attention (else: probabilities or
+    # scores returned, e.g. output_attentions), or the rewrite would compute them twice
+    inside, todo = set(), [bmm2]
+    stop = {q, k, v4} | ({mask.node} if mask.node is not None else set())
+    while todo:
+        n = todo.pop()
+        if n in inside or n in stop or not isinstance(n, Node) or n.op != "call_function":
+            continue
+        inside.add(n)
+        todo.extend(a for a in n.all_input_nodes)
+    for n in inside:
+        if not n.all_input_nodes:
+            continue  # constants (full / scalar_tensor) may be shared
+        extra = [u for u in n.users if u not in inside and u is not out]
+        if extra:
+            raise _Miss(f"{n.name} (attention scores / probabilities) is also used by {extra[0].name} "
+                        "(output_attentions?): rewriting would compute the attention twice")
+    return Candidate(out, False, q, k, v4, mask, scale, "the math form (bmm, softmax, bmm)")
+
+
 class AttentionPass:
     """The decode-attention pass (see module docstring)."""
 
@@ -547,4 +681,12 @@ class AttentionPass:
                     rewrite(graph, ctx, sdpa_candidate(sdpa))
                 except _Miss as e:
                     ctx.near_miss(anchor, NearMiss("attention", "attention (SDPA)", str(e), where))
+        for bmm in list(graph.find_nodes(op="call_function", target=aten.bmm.default)):
+            anchor, where = bmm.name, location_of(bmm)
+            try:
+                cand = math_candidate(bmm)
+                if cand is not None:
+                    rewrite(graph, ctx, cand)
+            except _Miss as e:
+                ctx.near_miss(anchor, NearMiss("attention", "attention (bmm, softmax, bmm)", str(e), where))
         graph.eliminate_dead_code()
