@@ -5,7 +5,8 @@ SDPA, one new token per sequence at ``--pos`` (512) in a ``StaticCache`` of each
 (1024, 4096), batch in ``--batches`` (1, 8, 32); no sampler. Configs, in one process:
   inductor     ``torch.compile(step, mode="reduce-overhead")`` (CUDA graphs)
   rocm_fused   ``backend="rocm_fused", options={"level": 1, "cudagraphs": True}`` (every default pass,
-               the attention pass included; ``--provider`` forces one provider for every op)
+               the attention pass included; ``--provider`` forces one provider for every op,
+               ``--attention-provider`` only decode_attention's, e.g. ``triton``)
 Step time: median over ``--rounds`` rounds of ``--reps`` replays, CUDA events (``timing.time_call``).
 
 Every rocm_fused compile must rewrite every layer's attention (``decode_attention`` matches in the report =
@@ -74,6 +75,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--provider", default=None, help="force a rocm_fused provider (default: the platform's)")
+    p.add_argument("--attention-provider", default=None,
+                   help="force only decode_attention's provider (options providers={'decode_attention': ...})")
     p.add_argument("--layers", type=int, default=None, help="override the family's layer count")
     p.add_argument("--budget-s", type=float, default=470.0, help="skip runs that would end past this")
     p.add_argument("--device", default="cuda")
@@ -97,13 +100,16 @@ def plan(args) -> list[tuple[str, int, int, str]]:
     return [(m, n, b, c) for m, n in order for b in batches for c in configs]
 
 
-def compile_step(config: str, step, cuda: bool, provider: str | None):
-    """``step`` compiled as ``config`` with CUDA graphs when ``cuda``."""
+def compile_step(config: str, step, cuda: bool, provider: str | None, attention_provider: str | None = None):
+    """``step`` compiled as ``config`` with CUDA graphs when ``cuda`` (``provider`` forces every op's provider,
+    ``attention_provider`` only decode_attention's)."""
     if config == "inductor":
         return torch.compile(step, mode="reduce-overhead" if cuda else None, fullgraph=True, dynamic=False)
     opts = {"level": 1, "cudagraphs": cuda}
     if provider:
         opts["provider"] = provider
+    if attention_provider:
+        opts["providers"] = {"decode_attention": attention_provider}
     return torch.compile(step, backend="rocm_fused", options=opts, fullgraph=True, dynamic=False)
 
 
@@ -125,7 +131,7 @@ def run_one(config: str, step, inputs, ref: torch.Tensor, cfg, args, cuda: bool)
     row: dict = {}
     torch._dynamo.reset()
     rocm_inductor.clear_reports()
-    fn = compile_step(config, step, cuda, args.provider)
+    fn = compile_step(config, step, cuda, args.provider, args.attention_provider)
     with torch.no_grad():
         with torch._inductor.config.patch(force_disable_caches=True):
             t0 = time.perf_counter()
