@@ -194,7 +194,7 @@ def test_shared_repeat_stays_for_its_other_consumer():
     torch.testing.assert_close(out[1], eager[1])
 
 
-@pytest.mark.parametrize("kind", ["tile", "runtime_index", "causal", "mixed_spellings"])
+@pytest.mark.parametrize("kind", ["tile", "tile_expand", "runtime_index", "causal", "mixed_spellings"])
 def test_near_misses(kind):
     """h -> h % Hkv (torch.repeat), an index only known at run time, is_causal=True; K and V repeated in two
     different (both h // g) spellings still match."""
@@ -203,6 +203,11 @@ def test_near_misses(kind):
     if kind == "tile":
         def fn(q, k, v, idx):
             return F.scaled_dot_product_attention(q, k.repeat(1, 4, 1, 1), v.repeat(1, 4, 1, 1))
+        want = "h % Hkv"
+    elif kind == "tile_expand":  # repeat's order spelled with expand: (B, 1, Hkv, L, D) -> (B, g, Hkv, L, D)
+        def fn(q, k, v, idx):
+            t = lambda x: x[:, None].expand(2, 4, 2, 24, 16).reshape(2, 8, 24, 16)  # noqa: E731
+            return F.scaled_dot_product_attention(q, t(k), t(v))
         want = "h % Hkv"
     elif kind == "runtime_index":
         def fn(q, k, v, idx):

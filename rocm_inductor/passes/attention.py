@@ -249,12 +249,17 @@ def head_source(node: Node, hq: int) -> HeadSource | str:
                 src4 = src5.args[0] if _is(src5, aten.unsqueeze.default, *_RESHAPES) else None
                 if _is(src5, aten.unsqueeze.default) and src5.args[1] not in (1, 2, -3, -4):
                     src4 = None
-                if src4 is not None and len(_shape(src4)) == 4:
-                    if _eq(s5[2], 1) and e5[1] * e5[2] == hq:
-                        return HeadSource(src4, e5[2], "repeat_kv / repeat_interleave (expand + clone + "
+                s4, out4 = _shape(src4), _shape(n)
+                if src4 is not None and len(s4) == 4 and len(out4) == 4 and isinstance(s4[1], int) and \
+                        e5[1] * e5[2] == hq and all(_eq(out4[i], e5[j]) for i, j in ((0, 0), (2, 3), (3, 4))):
+                    hkv = s4[1]
+                    if hkv == e5[1] and _eq(s5[2], 1) and all(_eq(s5[j], s4[i]) for i, j in ((0, 0), (2, 3), (3, 4))):
+                        # (B, Hkv, 1, L, D) -> (B, Hkv, g, L, D) -> (B, Hkv * g, L, D): head h reads h // g
+                        return HeadSource(src4, hq // hkv, "repeat_kv / repeat_interleave (expand + clone + "
                                           "reshape)", shared)
-                    if _eq(s5[1], 1) and e5[1] * e5[2] == hq:
-                        if e5[2] == 1:
+                    if hkv == e5[2] and _eq(s5[1], 1) and all(_eq(s5[j], s4[i]) for i, j in ((0, 0), (2, 3), (3, 4))):
+                        # (B, 1, Hkv, L, D) -> (B, g, Hkv, L, D): head h reads h % Hkv (torch.repeat order)
+                        if hkv == 1:
                             return HeadSource(src4, hq, "repeat (MQA)", shared)
                         return ("the head repeat maps query head h to kv head h % Hkv (torch.repeat / tile "
                                 "order), not h // g as repeat_kv / repeat_interleave do")
