@@ -1,10 +1,11 @@
 """The attention pass on a GPU (skipped on CPU): the real CUDA/ROCm SDPA graph forms are rewritten.
 
 On CPU the CUDA variants are only unit-tested on hand-built meta graphs (test_attention_pass.py); here the
-post-grad graph comes from torch's own CUDA dispatch (efficient attention with the bool -> bias conversion
-and alignment for a masked bf16 decode, flash with enable_gqa and no mask, the fp32 paths, HF repeat_kv), so
-these tests say whether those guesses hold. Reference provider forced (the Triton kernel is tested apart);
-assertion messages carry the graph report (what matched, from which SDPA target, or the near-miss reason).
+post-grad graph comes from torch's own CUDA dispatch (efficient attention with the bool -> bias conversion and
+alignment (pad + slice when the row stride is not a multiple of 8) for a masked decode, flash with enable_gqa
+and no mask, the fp32 paths, HF repeat_kv), so these tests say whether those guesses hold. Reference provider
+forced (the Triton kernel is tested apart); assertion messages carry the graph report (what matched, from
+which SDPA target, or the near-miss reason).
 """
 
 from __future__ import annotations
@@ -56,12 +57,13 @@ CASES = [pytest.param(fn, m, id=f"{fn.__name__}-{m}")
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("fn,mask_kind", CASES)
 def test_cuda_sdpa_forms_rewritten(fn, mask_kind, dtype, request):
-    """lkv=1000: the bias row stride is not a multiple of 8/16 (SDPA pads and slices it for its kernels)."""
+    """lkv=1001: the bias row stride is not a multiple of 8, so SDPA pads and slices it for the efficient kernel
+    (``preprocess_mask``); the masked keys start at 513 (decode at position 512)."""
     if fn is gqa and (mask_kind != "none" or dtype == torch.float32):
         request.applymarker(pytest.mark.xfail(strict=False, reason=(
             "CUDA SDPA may send enable_gqa with a mask or in fp32 to its math path (decomposed; matched only if "
             "its graph has the expected form); HF passes enable_gqa only without a mask")))
-    _check_form(fn, mask_kind, dtype, lkv=1000)
+    _check_form(fn, mask_kind, dtype, lkv=1001)
 
 
 def test_cuda_sdpa_aligned_bias():
