@@ -315,6 +315,28 @@ def test_math_form_masked_fill_and_sdpa_math():
     assert_contract(out, sdpa3(q, k, v, keep), ref64(q, k, v, keep[:1], 0.3))
 
 
+def sdpa_math_path(q, k, v, mask, scale=None):
+    """SDPA's math fallback as aten/src/ATen/native/transformers/attention.cpp spells it (half inputs upcast,
+    sqrt(scale) on q and on k^T, enable_gqa's repeat_interleave(-3), _safe_softmax, cast back)."""
+    s = q.shape[-1] ** -0.25
+    qa, ka, va = q.float() * s, k.float(), v.float()
+    g = q.shape[1] // k.shape[1]
+    ka, va = ka.repeat_interleave(g, -3), va.repeat_interleave(g, -3)
+    attn = torch.matmul(qa, ka.transpose(-2, -1) * s) + mask
+    attn = torch.ops.aten._safe_softmax(attn, -1)
+    return torch.matmul(attn, va).to(q.dtype)
+
+
+def test_math_form_sdpa_math_path_keeps_half_inputs():
+    """The op gets the bf16 q/k/v, not float32 copies of the cache (the cast back is the only consumer)."""
+    q, k, v = qkv(dtype=torch.bfloat16)
+    keep = torch.rand(2, 1, 1, 24, generator=torch.Generator().manual_seed(7)) > 0.3
+    mask = torch.zeros(2, 1, 1, 24, dtype=torch.bfloat16).masked_fill(~keep, float("-inf"))
+    out, m = _math_rewritten(sdpa_math_path, q, k, v, mask)
+    assert m.dtype == "bfloat16", m
+    assert_contract(out, sdpa_math_path(q, k, v, mask), ref64(q, k, v, mask.float()))
+
+
 def test_math_form_weights_returned_is_a_near_miss():
     """output_attentions: the probabilities are returned too, so the decomposed attention stays."""
     q, k, v = qkv()

@@ -14,7 +14,9 @@ Covers, in float16/bfloat16/float32, static or dynamic batch / KV length:
 - the math form ``reshape(bmm(softmax(s), v))`` with ``s = c * reshape(bmm(a * q, b * k^T)) (+ mask |
   masked_fill(~m, -inf))``, softmax as Inductor decomposes it (``exp(s - amax) / sum``, with or without an
   fp32 up/down-cast and SDPA's safe-softmax ``where``): HF's eager attention, CPU SDPA's own decomposition
-  (Dv != D, a 3D mask); scale = a * b * c. Every node inside must feed only this attention;
+  (Dv != D, a 3D mask), SDPA's math fallback (half q/k/v up-cast to float32 and the result cast back: the
+  op gets the half tensors, no float32 copy of the cache); scale = a * b * c. Every node inside must feed
+  only this attention;
 - K and V behind a head repeat of a smaller tensor, mapping query head ``h`` to kv head ``h // g``:
   HF ``repeat_kv`` and gpt-fast / int-repeat ``repeat_interleave(g, dim=1)`` (both reach this graph as
   ``unsqueeze(x, 2) -> expand -> clone -> reshape``), a head gather ``x[:, idx]`` / ``index_select(x, 1, idx)``
@@ -456,6 +458,30 @@ def sdpa_candidate(sdpa: Node) -> Candidate:
                      SDPA_TARGETS[sdpa.target])
 
 
+def _upcast_source(n: Any) -> Any:
+    """``x`` when ``n = convert_element_type(x, float32)`` with ``x`` float16/bfloat16, else None."""
+    if not _is(n, prims.convert_element_type.default) or n.args[1] != torch.float32:
+        return None
+    src = _val(n.args[0])
+    return n.args[0] if isinstance(src, torch.Tensor) and src.dtype in (torch.float16, torch.bfloat16) else None
+
+
+def _narrow_inputs(cand: Candidate, q: Any, k: Any, v: Any) -> tuple[Any, Any, Any] | None:
+    """The half-precision q, k, v behind float32 up-casts (SDPA's math path), when the attention output is only
+    cast back to that dtype; else None."""
+    if cand.tuple_out:
+        return None
+    srcs = [_upcast_source(x) for x in (q, k, v)]
+    if any(x is None for x in srcs):
+        return None
+    dt = {_val(x).dtype for x in srcs}
+    users = list(cand.node.users)
+    if len(dt) != 1 or not users or not all(
+            _is(u, prims.convert_element_type.default) and u.args[1] in dt for u in users):
+        return None
+    return srcs[0], srcs[1], srcs[2]
+
+
 def rewrite(graph: Graph, ctx: PassContext, cand: Candidate) -> None:
     """Check one candidate and rewrite it, or raise :class:`_Miss` with the reason."""
     q_node, k_node, v_node = cand.q, cand.k, cand.v
@@ -509,6 +535,12 @@ def rewrite(graph: Graph, ctx: PassContext, cand: Candidate) -> None:
         mval4 = mval.reshape((1,) * (4 - mval.ndim) + ms_shape) if mval.ndim < 4 else mval
     else:
         mval4 = None
+    # SDPA's math path upcasts half q/k/v to float32 and casts the result back: hand the op the half tensors
+    # (it computes in float32 and rounds once, as that path does) when every use of the output is that cast
+    narrow = _narrow_inputs(cand, q_node, ks.node, vs.node)
+    if narrow is not None:
+        q_node, ks.node, vs.node = narrow
+        q = _val(q_node)
     spec = attention_spec(q, _val(ks.node), _val(vs.node), mval4, cudagraphs=_cudagraphs())
     choice = ctx.choose("decode_attention", spec)
     if choice.provider is None:
@@ -523,7 +555,7 @@ def rewrite(graph: Graph, ctx: PassContext, cand: Candidate) -> None:
         mask_arg = _to_4d(graph, at, mask_arg, mval.ndim)
     new = insert_call(graph, at, torch.ops.rocm_fused.decode_attention.default,
                       (q_node, ks.node, vs.node, mask_arg, float(scale), choice.provider), like=at)
-    if cand.tuple_out:
+    if cand.tuple_out or narrow is not None:  # getitem [0] / the down-cast users take the op's output
         for u in list(at.users):
             u.replace_all_uses_with(new)
             graph.erase_node(u)
