@@ -684,6 +684,13 @@ def math_candidate(bmm2: Node) -> Candidate | None:
     if qk is None:
         return None
     q, k, scale = qk
+    qs, ks_, vs_, ss, os_ = (_shape(x) for x in (q, k, v4, scores, out))
+    if not (len(qs) == len(ks_) == len(vs_) == 4 and len(ss) == 4 and len(os_) == 4):
+        return None
+    want_s, want_o = (qs[0], qs[1], qs[2], ks_[2]), (qs[0], qs[1], qs[2], vs_[3])
+    if not (all(_eq(a, b) for a, b in zip(ss, want_s, strict=True))
+            and all(_eq(a, b) for a, b in zip(os_, want_o, strict=True)) and _eq(vs_[2], ks_[2])):
+        return None  # the (B*H) flattening is not undone in (B, H, L, D) order: not this op
     # every node between the inputs and the output must feed only this attention (else: probabilities or
     # scores returned, e.g. output_attentions), or the rewrite would compute them twice
     inside, todo = set(), [bmm2]
