@@ -3,8 +3,9 @@
 # Steps: tests (every gpu-marked test), example, norm, rope, gate, sampling, attention, gemm, tp (2 GPUs),
 # decode:MODEL[:CONFIGS]
 # (one model family per device call, e.g. decode:llama or decode:qwen3:rocm_fused_l2), decode-chart (one PNG
-# from the committed benchmarks/results/decode_*.csv); gemm takes its bench_gemm_levels.py flags from
-# $GEMM_ARGS; decode-gemm (bench_decode_gemm.py, issue 19) its flags from $DGEMM_ARGS. Results land in $OUT.
+# from the committed benchmarks/results/decode_*.csv), decode-attn (issue 13: bench_decode_attention.py, flags
+# from $DATTN_ARGS); gemm takes its bench_gemm_levels.py flags from $GEMM_ARGS; decode-gemm
+# (bench_decode_gemm.py, issue 19) its flags from $DGEMM_ARGS. Results land in $OUT.
 # Two GPUs (nvidia-h200-x2): install once (no steps), then run two instances with SKIP_INSTALL=1 and
 # CUDA_VISIBLE_DEVICES=0 / 1 in the background; tar $OUT at the end (8 files come back at most).
 set -u
@@ -33,6 +34,8 @@ for step in "$@"; do
     decode:*) m=${step#decode:}; c=${m#*:}; [ "$c" = "$m" ] && c=eager,inductor,rocm_fused_l1,rocm_fused_l2
              timeout ${DECODE_TIMEOUT:-560} python3 benchmarks/decode.py --models "${m%%:*}" --configs "$c" \
              --out "$OUT" --budget-s ${DECODE_BUDGET:-470} 2>&1 | tee "$OUT/decode_${m%%:*}.log" | grep -v -i "warn" | tail -40 ;;
+    decode-attn) timeout ${DATTN_TIMEOUT:-560} python3 benchmarks/bench_decode_attention.py --out "$OUT" \
+             --budget-s ${DATTN_BUDGET:-470} ${DATTN_ARGS:-} 2>&1 | tee "$OUT/decode_attention.log" | grep -v -i warn | tail -45 ;;
     decode-chart) python3 benchmarks/decode.py --chart benchmarks/results/decode_*.csv --out "$OUT" ;;
     tp) TORCH_SYMM_MEM_DISABLE_MULTICAST=1 timeout ${TP_TIMEOUT:-560} torchrun --nproc-per-node 2 \
              benchmarks/bench_tp.py --out "$OUT" 2>&1 | tee "$OUT/tp.log" | grep -v -i "warn" | tail -60 ;;  # 2 GPUs

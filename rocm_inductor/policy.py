@@ -94,16 +94,18 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     #   tokens up (the extern op needs its own q/k/cos/sin layouts, copies Inductor fuses away); the op alone
     #   is 0.85-1.24x.
     #   ROCm: off too until measured there. Enable with options={"passes": {"rope": True}}.
+    # attention: ON for cuda and rocm, pending H200 measurement (issue 13): the whole decode step of
+    #   benchmarks/bench_decode_attention.py must show it >= 1.00x Inductor at every bucket (CPU: off).
     # all_reduce_norm: OFF everywhere. Not measured: it needs 2 GPUs (benchmarks/bench_tp.py, issue 18); the
     #   CPU gloo tests show only that it matches and is exact. Enable with options={"passes":
     #   {"all_reduce_norm": True}} (it rewrites what the rms_norm pass left, so keep that pass on).
     # gemm_merge: OFF until measured (issue 19): benchmarks/bench_decode_gemm.py times q/k/v and gate/up per
     #   layer (separate / concatenated cuBLAS / ours / HBM floor) and the whole decode step; turn it on where
     #   the step is >= 1.00x Inductor at every bucket. ROCm: verified on CPU stand-ins only.
-    "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False, "all_reduce_norm": False,
-             "gemm_merge": False},
-    "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": True, "rope": False, "all_reduce_norm": False,
-             "gemm_merge": False},
+    "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False, "attention": True,
+             "all_reduce_norm": False, "gemm_merge": False},
+    "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": True, "rope": False, "attention": True,
+             "all_reduce_norm": False, "gemm_merge": False},
     "cpu": {},
 }
 

@@ -12,6 +12,7 @@ import functools
 @functools.lru_cache(maxsize=1)
 def _passes() -> tuple:
     from .all_reduce_norm import AllReduceNormPass
+    from .attention import AttentionPass
     from .gemm_merge import GemmMergePass
     from .rms_norm import RMSNormPass
     from .rope import RoPEPass
@@ -19,7 +20,8 @@ def _passes() -> tuple:
     from .sigmoid_gate import SigmoidGatePass
 
     # all_reduce_norm after rms_norm: it extends the norms that pass rewrote with the all-reduce before them.
-    return (RMSNormPass(), RoPEPass(), SigmoidGatePass(), SamplingPass(), AllReduceNormPass(),
+    # gemm_merge last: it groups the projections the other rewrites leave in place.
+    return (RMSNormPass(), RoPEPass(), SigmoidGatePass(), SamplingPass(), AttentionPass(), AllReduceNormPass(),
             GemmMergePass())
 
 
