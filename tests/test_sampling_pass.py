@@ -478,3 +478,47 @@ def test_dynamic_min_p_new_values_and_batches(provider, calls):
         assert [c["shape"][0] for c in calls] == [b for b, _ in runs]
         assert [float(c["min_p"]) for c in calls] == [_f32(mp) for _, mp in runs]
 
+
+
+# -- temperature 0 spelled in the graph (issue 17): the op's greedy contract, never an arbitrary token -------
+T0_LOGITS = torch.randn(3, 64, generator=torch.Generator().manual_seed(1))
+
+
+@pytest.mark.parametrize("provider", ["reference", "triton"])
+def test_scalar_temperature_zero_is_greedy(provider, calls):
+    """``softmax(s / 0.0)``: eager raises (NaN probabilities); the op gets T = 0 (greedy), not +-inf scores."""
+    def fn(s):
+        return torch.multinomial(torch.softmax(s / 0.0, -1), 1)
+
+    out, seen = compile_run(fn, T0_LOGITS, options={"provider": provider})
+    assert seen[-1].after[SAMPLE] == 1 and seen[-1].after["aten.div.Tensor"] == 0
+    assert out.flatten().tolist() == T0_LOGITS.argmax(-1).tolist()
+    if provider == "reference":
+        assert calls[0]["t"] == 0.0 and calls[0]["temperature"] is None
+
+
+@pytest.mark.parametrize("provider", ["reference", "triton"])
+def test_per_row_temperature_zero_rows_are_greedy(provider, calls):
+    """A (B, 1) temperature tensor holding 0 under a plain softmax (Inductor's sign-guarded form): folded."""
+    def fn(s, t):
+        return torch.multinomial(torch.softmax(s / t[:, None], -1), 1)
+
+    temps = torch.tensor([0.0, 1.0, 0.0])
+    out, seen = compile_run(fn, T0_LOGITS, temps, options={"provider": provider})
+    assert seen[-1].after[SAMPLE] == 1
+    greedy = T0_LOGITS.argmax(-1)
+    assert int(out[0]) == int(greedy[0]) and int(out[2]) == int(greedy[2])
+    if provider == "reference":
+        assert calls[0]["is_probs"] is False and calls[0]["temperature"].reshape(-1).tolist() == [0.0, 1.0, 0.0]
+
+
+def test_nan_temperature_left_to_inductor():
+    def fn(s):
+        return torch.multinomial(torch.softmax(s / float("nan"), -1), 1)
+
+    torch._dynamo.reset()
+    with capture() as seen, torch.no_grad(), pytest.raises(RuntimeError, match="probability tensor"):
+        torch.compile(fn, backend="rocm_fused", options={"provider": "reference", "strict": True})(T0_LOGITS)
+    assert seen[-1].after[SAMPLE] == 0  # Inductor raises, as eager does
+    (miss,) = seen[-1].report.near_misses
+    assert "temperature is NaN" in miss.reason
