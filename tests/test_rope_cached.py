@@ -132,3 +132,20 @@ def test_hf_llama_inv_freq_is_a_graph_input():
     assert len(ms) == 2 and seen[0].after.get(ROPE, 0) == 2 and seen[0].after.get(CACHED, 0) == 0
     assert all(m.note.startswith("on-the-fly: inv_freq: depends on graph input") for m in ms), ms
     torch.testing.assert_close(out, model(ids, use_cache=False).logits, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("provider", ["reference", "triton"])
+def test_positions_outside_the_table_are_clamped(provider):
+    """The public op's contract (issue 17): a position outside [0, max_pos) reads the nearest row, the same in
+    every provider; the Triton kernel never reads past the table (it returned 4e19 / non-finite before)."""
+    max_pos, rd, h = 8, 16, 2
+    inv = 1.0 / (10000.0 ** (torch.arange(0, rd, 2).float() / rd))
+    table = build_cos_sin_cache(inv, max_pos)
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(1, h, 5, rd, generator=g), torch.randn(1, h, 5, rd, generator=g)
+    pos = torch.tensor([[[-1, 0, max_pos - 1, max_pos, 10**6]]])
+    clamped = pos.clamp(0, max_pos - 1)
+    qo, ko = torch.ops.rocm_fused.rope_cached(q, k, pos, table, rd, False, provider)
+    qc, kc = torch.ops.rocm_fused.rope_cached(q, k, clamped, table, rd, False, "reference")
+    assert torch.isfinite(qo).all() and torch.isfinite(ko).all()
+    torch.testing.assert_close((qo, ko), (qc, kc), rtol=1e-6, atol=1e-6)
