@@ -155,7 +155,7 @@ def test_explain_match_near_miss_and_layernorm(stand_in_flashinfer):
     assert len(rep) == 1
     (match,), (miss,) = rep.matches, rep.near_misses
     assert (match.pass_name, match.op, match.provider, match.dtype, match.shape) == \
-        ("rms_norm", "rms_norm", "flashinfer", "bfloat16", "2x4x16")
+        ("rms_norm", "rms_norm", "flashinfer", "bfloat16", "(2, 4, 16)")
     assert match.location.startswith("test_inspection.py:")
     assert miss.what == "RMSNorm" and "weight is float32, input bfloat16" in miss.reason
     assert "FlashInfer needs equal dtypes" in miss.reason

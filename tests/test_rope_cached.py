@@ -65,8 +65,8 @@ def test_hf_chain_takes_cached_path(dtype, scaling):
     assert cap.after.get(CACHED, 0) == 1 and cap.after.get(ROPE, 0) == 0, str(cap.report)
     assert cap.before.get("aten.cos.default", 0) == 1 and cap.before.get("aten.sin.default", 0) == 1
     assert cap.after.get("aten.cos.default", 0) == 0 and cap.after.get("aten.sin.default", 0) == 0
-    assert m.op == "rope_cached" and m.note.startswith("cached: float32 table [5, 32]")
-    assert ("scaling 0.5 folded" in m.note) == (scaling != 1.0)
+    assert m.op == "rope_cached" and m.detail.startswith("cached: float32 table [5, 32]")
+    assert ("scaling 0.5 folded" in m.detail) == (scaling != 1.0)
 
 
 def test_triton_provider_cached():
@@ -88,7 +88,7 @@ def test_symbolic_positions_take_on_the_fly():
     torch._dynamo.mark_dynamic(k, 2)
     cap, m = _run(fn, q, k, dynamic=None)
     assert cap.after.get(CACHED, 0) == 0 and m.op == "rope"
-    assert m.note.startswith("on-the-fly: positions:") and "symbolic" in m.note
+    assert m.detail.startswith("on-the-fly: positions:") and "symbolic" in m.detail
 
 
 def test_positions_past_table_take_on_the_fly(monkeypatch):
@@ -96,7 +96,7 @@ def test_positions_past_table_take_on_the_fly(monkeypatch):
     q = torch.randn(1, 2, 4, 16, dtype=torch.bfloat16)
     cap, m = _run(_hf_module(1, 4, 16, torch.bfloat16, offset=62), q, q.clone())
     assert cap.after.get(CACHED, 0) == 0 and cap.after.get(ROPE, 0) == 1
-    assert m.op == "rope" and "on-the-fly: positions [62, 65] are past the table" in m.note
+    assert m.op == "rope" and "on-the-fly: positions [62, 65] are past the table" in m.detail
 
 
 def test_mismatched_theta_takes_on_the_fly():
@@ -104,7 +104,7 @@ def test_mismatched_theta_takes_on_the_fly():
     q = torch.randn(1, 2, 6, 16, dtype=torch.float32)
     cap, m = _run(_hf_module(1, 6, 16, torch.float32, sin_theta=5e5), q, q.clone())
     assert cap.after.get(CACHED, 0) == 0 and cap.after.get(ROPE, 0) == 1
-    assert "on-the-fly: sin differs from the table" in m.note
+    assert "on-the-fly: sin differs from the table" in m.detail
 
 
 def test_model_tables_take_on_the_fly():
@@ -114,7 +114,7 @@ def test_model_tables_take_on_the_fly():
     out, seen = compile_run(hf_rope, q, q.clone(), c, sn)
     (m,) = seen[0].report.matches
     assert seen[0].after.get(CACHED, 0) == 0 and m.op == "rope"
-    assert "on-the-fly: cos/sin are not computed in this graph" in m.note
+    assert "on-the-fly: cos/sin are not computed in this graph" in m.detail
 
 
 def test_hf_llama_inv_freq_is_a_graph_input():
@@ -130,7 +130,7 @@ def test_hf_llama_inv_freq_is_a_graph_input():
                             options={"passes": {"rms_norm": False}})
     ms = [m for m in seen[0].report.matches if m.pass_name == "rope"]
     assert len(ms) == 2 and seen[0].after.get(ROPE, 0) == 2 and seen[0].after.get(CACHED, 0) == 0
-    assert all(m.note.startswith("on-the-fly: inv_freq: depends on graph input") for m in ms), ms
+    assert all(m.detail.startswith("on-the-fly: inv_freq: depends on graph input") for m in ms), ms
     torch.testing.assert_close(out, model(ids, use_cache=False).logits, atol=1e-4, rtol=1e-4)
 
 

@@ -163,9 +163,10 @@ class PassManager(CustomGraphPass):
 
     def enabled(self, plat_kind: str) -> tuple[list[Any], dict[str, str]]:
         """The passes that run on platform ``plat_kind`` and, for the others, why not."""
-        from ..policy import PASS_DEFAULTS
+        from ..policy import PASS_DEFAULTS, PROVIDER_ORDER
 
         run, skipped = [], {}
+        ordered = PROVIDER_ORDER.get(plat_kind, {})
         for p in self.passes:
             user = self.options.pass_enabled(p.name)
             forced = any(self.options.provider_for(op) for op in p.ops)
@@ -173,9 +174,13 @@ class PassManager(CustomGraphPass):
                 skipped[p.name] = "disabled by options"
             elif user or forced or PASS_DEFAULTS.get(plat_kind, {}).get(p.name, False):
                 run.append(p)
-            else:
+            elif any(ordered.get(op) for op in p.ops):
                 skipped[p.name] = (f"off on {plat_kind} by default (enable with options={{'passes': "
                                    f"{{'{p.name}': True}}}} or force a provider)")
+            else:  # no default provider here: turning the pass on alone would only give near-misses
+                skipped[p.name] = (f"off on {plat_kind} by default and no provider is a default there (enable "
+                                   f"with options={{'providers': {{'{p.name}': 'reference'}}}}, the pure-torch "
+                                   "reference)")
         return run, skipped
 
     def __call__(self, graph: Graph) -> None:
