@@ -31,13 +31,17 @@ def _register_log() -> None:
     ``import torch`` validates TORCH_LOGS before this package can register a name; the top-level module
     ``rocm_fused`` (``rocm_fused.py``) makes the name valid then (torch registers it as the module's log).
     Here the alias is pointed at our ``rocm_inductor`` logger as well and TORCH_LOGS is re-read. The
-    graph-code artifact is only enabled explicitly: ``torch._logging.set_logs(rocm_fused_graphs=True)``.
+    graph-code artifact is only enabled explicitly: ``TORCH_LOGS="rocm_fused_graphs"`` (valid at import
+    through the placeholder module ``rocm_fused_graphs.py``, whose log registration is replaced here by the
+    artifact) or ``torch._logging.set_logs(rocm_fused_graphs=True)`` (see :func:`_extend_set_logs`).
     """
     try:
         from torch._logging import _internal as tl
 
         qnames = list(tl.log_registry.log_alias_to_log_qnames.get("rocm_fused", []))
         changed = False
+        if tl.log_registry.log_alias_to_log_qnames.pop(GRAPHS_ARTIFACT, None) is not None:
+            changed = True  # torch took the placeholder module for a log: the name is our artifact
         if "rocm_inductor" not in qnames:
             tl.register_log("rocm_fused", [*qnames, "rocm_inductor"])
             changed = True
@@ -66,7 +70,40 @@ def graph_logger() -> logging.Logger | None:
         return None
 
 
+def _extend_set_logs() -> None:
+    """Let ``torch._logging.set_logs`` take ``rocm_fused=<level>`` and ``rocm_fused_graphs=<bool>``.
+
+    ``set_logs`` has one keyword per built-in name (an unknown keyword is a ``TypeError``, torch 2.11 and 2.13);
+    names registered later are only reachable as ``set_logs(modules={"rocm_fused_graphs": True})``. The
+    wrapper moves our two keywords into ``modules`` and calls the original with everything else unchanged. It
+    is not installed where ``set_logs`` already takes them.
+    """
+    try:
+        import inspect
+
+        import torch._logging as tlog
+
+        orig = tlog.set_logs
+        params = inspect.signature(orig).parameters
+        if getattr(orig, "_rocm_fused", False) or "modules" not in params or GRAPHS_ARTIFACT in params:
+            return
+    except Exception:  # private layout moved: set_logs(modules={...}) still works
+        return
+
+    import functools
+
+    @functools.wraps(orig)
+    def set_logs(*args: Any, rocm_fused: int | None = None, rocm_fused_graphs: bool | None = None,
+                 modules: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        ours = {k: v for k, v in (("rocm_fused", rocm_fused), (GRAPHS_ARTIFACT, rocm_fused_graphs)) if v is not None}
+        return orig(*args, modules={**(modules or {}), **ours} or None, **kwargs)
+
+    set_logs._rocm_fused = True  # type: ignore[attr-defined]
+    tlog.set_logs = set_logs
+
+
 _register_log()
+_extend_set_logs()
 
 
 @dataclasses.dataclass

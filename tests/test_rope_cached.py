@@ -66,6 +66,7 @@ def test_hf_chain_takes_cached_path(dtype, scaling):
     assert cap.before.get("aten.cos.default", 0) == 1 and cap.before.get("aten.sin.default", 0) == 1
     assert cap.after.get("aten.cos.default", 0) == 0 and cap.after.get("aten.sin.default", 0) == 0
     assert m.op == "rope_cached" and m.detail.startswith("cached: float32 table [5, 32]")
+    assert m.note == "cached table [5, 32]"
     assert ("scaling 0.5 folded" in m.detail) == (scaling != 1.0)
 
 
@@ -131,6 +132,10 @@ def test_hf_llama_inv_freq_is_a_graph_input():
     ms = [m for m in seen[0].report.matches if m.pass_name == "rope"]
     assert len(ms) == 2 and seen[0].after.get(ROPE, 0) == 2 and seen[0].after.get(CACHED, 0) == 0
     assert all(m.detail.startswith("on-the-fly: inv_freq: depends on graph input") for m in ms), ms
+    # the table shows the short note; the full text is in JSON (detail) and the DEBUG log (issue 17)
+    assert all(m.note == "on-the-fly (no cached table)" for m in ms), ms
+    table = str(seen[0].report)
+    assert "inv_freq" not in table and "notes shortened" in table
     torch.testing.assert_close(out, model(ids, use_cache=False).logits, atol=1e-4, rtol=1e-4)
 
 
