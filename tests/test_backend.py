@@ -132,6 +132,7 @@ def test_inductor_config_rejects_bad_patches(bad, match):
         resolve(None, {"inductor_config": bad})
 
 
+@pytest.mark.slow
 def test_inductor_config_reaches_the_compile():
     from torch._inductor import config as inductor_config
 

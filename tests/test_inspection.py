@@ -75,12 +75,14 @@ def _check_before_after(files: dict[str, str], rep: Report) -> None:
     assert any(".AFTER_POST_GRAD." in f or "kernel" in f for f in files)  # Inductor's own files are there
 
 
+@pytest.mark.slow
 def test_depyf_dump_before_after_each_pass(tmp_path):
     files, rep = _dump_llama(tmp_path, {"provider": "reference"})
     _check_before_after(files, rep)
     assert rep.count("fused_add_rms_norm") == 2 and rep.count("rms_norm") == 1
 
 
+@pytest.mark.slow
 def test_depyf_dump_level2_max_autotune(tmp_path):
     files, rep = _dump_llama(tmp_path, {"provider": "reference", "level": 2})
     _check_before_after(files, rep)
@@ -206,6 +208,7 @@ def _cli(extra_env: dict[str, str], *args: str) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_cli_table_json_and_torch_logs():
     """One CLI run per setting, in parallel: default (table on stdout, nothing logged) and with
     TORCH_LOGS=+rocm_fused (INFO summary + DEBUG per-match lines on stderr; --json on stdout)."""

@@ -118,6 +118,7 @@ def test_model_tables_take_on_the_fly():
     assert "on-the-fly: cos/sin are not computed in this graph" in m.detail
 
 
+@pytest.mark.slow
 def test_hf_llama_inv_freq_is_a_graph_input():
     """Real HF Llama: Dynamo lifts the inv_freq buffer as a graph input, so its values are unknown at compile
     time and every layer takes the on-the-fly path, with that reason in the report."""

@@ -13,6 +13,8 @@ from rocm_inductor.providers.reference import ReferenceProvider
 from rocm_inductor.providers.reference_sampling import exact_distribution
 
 SAMPLE = "rocm_fused.sample.default"
+#: Distribution tests: the Triton kernel under the CPU interpreter takes 10-25 s each (marked slow).
+PROVIDERS_SLOW_TRITON = ["reference", pytest.param("triton", marks=pytest.mark.slow)]
 
 
 @pytest.fixture
@@ -256,7 +258,7 @@ def _chi2_ok(tokens: torch.Tensor, probs: torch.Tensor) -> None:
     assert p > 1e-4, (p, counts, probs)
 
 
-@pytest.mark.parametrize("provider", ["reference", "triton"])
+@pytest.mark.parametrize("provider", PROVIDERS_SLOW_TRITON)
 def test_per_row_top_p_distribution(provider):
     """Rewritten per-row top-p graph: each half of the batch (own top_p) matches its exact distribution."""
     x = ROW.expand(N_DRAWS, 12).contiguous()
@@ -284,7 +286,7 @@ def test_per_row_min_p_tensor_is_fused(provider, calls):
         _chi2_ok(tok[half * (N_DRAWS // 2):(half + 1) * (N_DRAWS // 2)], exact_distribution(ROW, 0.7, 0, 1.0, mp))
 
 
-@pytest.mark.parametrize("provider", ["reference", "triton"])
+@pytest.mark.parametrize("provider", PROVIDERS_SLOW_TRITON)
 def test_hf_min_p_distribution(provider):
     """Rewritten HF T -> top-k -> top-p -> min-p chain vs the float64 exact distribution (HF's order)."""
     x = ROW.expand(N_DRAWS, 12).contiguous()
@@ -317,7 +319,7 @@ def test_min_p_first_distribution(top_k, top_p, fused):
     _chi2_ok(tok, exact)
 
 
-@pytest.mark.parametrize("provider", ["reference", "triton"])
+@pytest.mark.parametrize("provider", PROVIDERS_SLOW_TRITON)
 def test_dynamic_true_chain_distribution(provider):
     """``dynamic=True`` (lifted T and top_p) rewritten graph vs the float64 exact distribution."""
     x = ROW.expand(N_DRAWS, 12).contiguous()
@@ -381,7 +383,7 @@ def test_dynamic_vocab_static_top_k(calls):
     assert int(outs[2].max()) < 3
 
 
-@pytest.mark.parametrize("provider", ["reference", "triton"])
+@pytest.mark.parametrize("provider", PROVIDERS_SLOW_TRITON)
 def test_dynamic_vocab_distribution(provider):
     """The ``_static_k`` graph (batch and vocab dynamic) compiled at V = 37, run at V = 12 without a
     recompile: the draws match HF's exact distribution."""
@@ -423,7 +425,7 @@ def _f32(v: float) -> float:
     return float(torch.tensor(v, dtype=torch.float32))
 
 
-@pytest.mark.parametrize("provider", ["reference", "triton"])
+@pytest.mark.parametrize("provider", PROVIDERS_SLOW_TRITON)
 def test_dynamic_min_p_is_fused(provider, calls):
     """dynamic=True lifts HF's float min_p into a 0-d float64 input (canonicalize casts it to float32, as the
     float32 comparison rounds it): T, top-k, top-p and min-p become one op that reads min_p at run time, and
@@ -447,7 +449,7 @@ def test_dynamic_min_p_is_fused(provider, calls):
     _chi2_ok(out, exact)
 
 
-@pytest.mark.parametrize("provider", ["reference", "triton"])
+@pytest.mark.parametrize("provider", PROVIDERS_SLOW_TRITON)
 def test_dynamic_min_p_new_values_and_batches(provider, calls):
     """One dynamic=True graph serves new min_p values without a recompile (read at run time) and new batch
     sizes (B = 1 gets its own graph, 0/1 specialisation); every graph is fused. min_p = 1.5 (outside HF's

@@ -161,6 +161,7 @@ class NotGates(nn.Module):
         return silu_written + silu_mlp + glu_mlp + fused_glu + f_glu + router
 
 
+@pytest.mark.slow
 def test_negatives_left_alone():
     torch.manual_seed(0)
     m = NotGates().to(torch.bfloat16).eval()
