@@ -6,27 +6,37 @@ arguments (a single tensor is taken as one argument), ``compile_kwargs`` a dict 
 keywords (``options=``, ``mode=``, ``dynamic=``). The script is imported as a module (its
 ``if __name__ == "__main__":`` block does not run). The report of that compile is printed as a table, or
 as JSON with ``--json``. Command-line ``--options``/``--provider`` are merged over the function's options.
-Exit status: 0 on success, 2 on bad arguments.
+Exit status: 0 on success, 2 on bad arguments (a bad ``path:function``, a function that needs arguments or
+returns something else, bad ``--options``), with a one-line error on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import json
 import pathlib
 import sys
 from typing import Any
 
 
+class UsageError(Exception):
+    """A bad command line (target, options): printed as one line, exit status 2."""
+
+
 def _load(target: str) -> Any:
-    """Import ``path.py`` and return its attribute ``function`` (``path.py:function``)."""
+    """Import ``path.py`` and return its attribute ``function`` (``path.py:function``).
+
+    Raises:
+        UsageError: no ``:``, no such file, no such function, or a function that needs arguments.
+    """
     path, sep, name = target.rpartition(":")
     if not sep or not path or not name:
-        raise SystemExit(f"rocm_inductor explain: expected path/to/script.py:function, got {target!r}")
+        raise UsageError(f"expected path/to/script.py:function, got {target!r}")
     file = pathlib.Path(path).resolve()
     if not file.is_file():
-        raise SystemExit(f"rocm_inductor explain: no such file {path!r}")
+        raise UsageError(f"no such file {path!r}")
     sys.path.insert(0, str(file.parent))  # the script's own imports of its neighbours
     spec = importlib.util.spec_from_file_location(f"_rocm_fused_explain_{file.stem}", file)
     mod = importlib.util.module_from_spec(spec)
@@ -34,7 +44,13 @@ def _load(target: str) -> Any:
     spec.loader.exec_module(mod)
     fn = getattr(mod, name, None)
     if not callable(fn):
-        raise SystemExit(f"rocm_inductor explain: {path} has no function {name!r}")
+        raise UsageError(f"{path} has no function {name!r}")
+    try:
+        inspect.signature(fn).bind()
+    except TypeError as e:
+        raise UsageError(f"{path}:{name} must take no arguments ({e})") from None
+    except ValueError:  # no signature (a builtin): let the call decide
+        pass
     return fn
 
 
@@ -42,8 +58,8 @@ def _unpack(result: Any) -> tuple[Any, tuple, dict[str, Any]]:
     import torch
 
     if not isinstance(result, (tuple, list)) or len(result) not in (2, 3):
-        raise SystemExit("rocm_inductor explain: the function must return (model, example_inputs) or "
-                         "(model, example_inputs, compile_kwargs)")
+        raise UsageError("the function must return (model, example_inputs) or (model, example_inputs, "
+                         "compile_kwargs)")
     model, inputs = result[0], result[1]
     kwargs = dict(result[2]) if len(result) == 3 else {}
     if isinstance(inputs, torch.Tensor) or not isinstance(inputs, (tuple, list)):
@@ -67,7 +83,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from . import explain
 
-    model, inputs, kwargs = _unpack(_load(args.target)())
+    try:
+        model, inputs, kwargs = _unpack(_load(args.target)())
+    except UsageError as e:
+        print(f"python -m rocm_inductor explain: error: {e}", file=sys.stderr)
+        return 2
     options = dict(kwargs.pop("options", None) or {})
     if args.options:
         try:

@@ -107,10 +107,11 @@ def rocm_fused(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], mode: st
     """
     from torch._inductor.compile_fx import compile_fx
 
-    from ._compat import depyf_shim
+    from ._compat import depyf_shim, fx_cache
     from .lowerings import gemm_fallback_patches, gemm_override
 
     depyf_shim.apply()  # no-op unless depyf.prepare_debug is in use (max-autotune under depyf, torch 2.13)
+    fx_cache.install()  # a graph served from the FX graph cache reports what its cold compile did
     opts, patches = resolve(mode, options)
     try:
         with gemm_override(opts):  # level 2: small-M GEMMs on ATen, for this compile only

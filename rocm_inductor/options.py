@@ -29,7 +29,9 @@ class Options:
         level: 0 = plain Inductor (no rewrites), 1 = rewrites with Inductor defaults (default),
             2 = rewrites + max-autotune with ATen GEMMs for small-M buckets.
         provider: force one provider for every op (``"reference"`` makes the passes rewrite on CPU).
-        providers: per-op provider override, e.g. ``{"rms_norm": "triton"}``; wins over ``provider``.
+        providers: per-op provider override, e.g. ``{"fused_add_rms_norm": "triton"}``; wins over
+            ``provider``. A pass name (``"rms_norm"``, ``"rope"``, ``"sampling"``, ...) covers every op of
+            that pass (``"rms_norm"``: ``rms_norm`` and ``fused_add_rms_norm``); an op named itself wins.
         passes: per-pass enable/disable override, e.g. ``{"sigmoid_gate": True}``; a pass not named
             here follows the platform policy (``rocm_inductor.policy``).
         strict: re-raise errors from our passes instead of warning and compiling the graph untouched.
@@ -51,8 +53,15 @@ class Options:
     inductor_config: tuple[tuple[str, Any], ...] = ()
 
     def provider_for(self, op: str) -> str | None:
-        """The provider forced for ``op`` (str) by the options, or ``None`` to let the platform choose."""
-        return dict(self.providers).get(op, self.provider)
+        """The provider forced for ``op`` (str) by the options, or ``None`` to let the platform choose.
+
+        Order: ``providers[op]``, then ``providers[<the pass that emits op>]``, then ``provider``.
+        """
+        per = dict(self.providers)
+        if op in per:
+            return per[op]
+        family = op_families().get(op)
+        return per.get(family, self.provider) if family is not None else self.provider
 
     def pass_enabled(self, name: str) -> bool | None:
         """The user's explicit on/off for pass ``name``, or ``None`` when the policy decides."""
@@ -64,6 +73,29 @@ class Options:
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(Options))
+
+
+def op_families() -> dict[str, str]:
+    """Custom op name -> the pass that emits it, from the registered passes (``rocm_inductor.passes``)."""
+    from .passes import all_passes
+
+    return {op: p.name for p in all_passes() for op in p.ops}
+
+
+def _check_providers_keys(providers: Mapping[str, Any]) -> None:
+    fam = op_families()
+    valid = sorted(set(fam) | set(fam.values()))
+    unknown = sorted(k for k in providers if k not in valid)
+    if unknown:
+        raise ValueError(f"rocm_fused: providers has unknown op name(s) {unknown}; valid names are {valid} "
+                         f"(a pass name covers its ops: {_family_text(fam)})")
+
+
+def _family_text(fam: dict[str, str]) -> str:
+    by: dict[str, list[str]] = {}
+    for op, p in fam.items():
+        by.setdefault(p, []).append(op)
+    return ", ".join(f"{p} -> {'/'.join(ops)}" for p, ops in by.items())
 
 
 def _check_choice(name: str, value: Any, allowed: tuple) -> None:
@@ -107,8 +139,8 @@ def parse_options(options: Mapping[str, Any] | Options | None) -> Options:
         The validated, frozen options.
 
     Raises:
-        ValueError: an unknown key (the message lists the valid ones), an invalid value, or an
-            ``inductor_config`` name Inductor does not have.
+        ValueError: an unknown key (the message lists the valid ones), an invalid value, an unknown op or
+            pass name in ``providers``, or an ``inductor_config`` name Inductor does not have.
         TypeError: ``options`` is neither a mapping nor ``Options``.
     """
     if options is None:
@@ -130,6 +162,10 @@ def parse_options(options: Mapping[str, Any] | Options | None) -> Options:
     if kw.get("provider") is not None:
         _check_choice("provider", kw["provider"], PROVIDER_NAMES)
     providers = kw.get("providers") or {}
+    if not isinstance(providers, Mapping):
+        raise ValueError(f"rocm_fused: providers must be a dict of op name -> provider, got "
+                         f"{type(providers).__name__}")
+    _check_providers_keys(providers)
     for op, prov in dict(providers).items():
         _check_choice(f"providers[{op!r}]", prov, PROVIDER_NAMES)
     kw["providers"] = tuple(sorted(dict(providers).items()))

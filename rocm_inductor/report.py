@@ -31,13 +31,17 @@ def _register_log() -> None:
     ``import torch`` validates TORCH_LOGS before this package can register a name; the top-level module
     ``rocm_fused`` (``rocm_fused.py``) makes the name valid then (torch registers it as the module's log).
     Here the alias is pointed at our ``rocm_inductor`` logger as well and TORCH_LOGS is re-read. The
-    graph-code artifact is only enabled explicitly: ``torch._logging.set_logs(rocm_fused_graphs=True)``.
+    graph-code artifact is only enabled explicitly: ``TORCH_LOGS="rocm_fused_graphs"`` (valid at import
+    through the placeholder module ``rocm_fused_graphs.py``, whose log registration is replaced here by the
+    artifact) or ``torch._logging.set_logs(rocm_fused_graphs=True)`` (see :func:`_extend_set_logs`).
     """
     try:
         from torch._logging import _internal as tl
 
         qnames = list(tl.log_registry.log_alias_to_log_qnames.get("rocm_fused", []))
         changed = False
+        if tl.log_registry.log_alias_to_log_qnames.pop(GRAPHS_ARTIFACT, None) is not None:
+            changed = True  # torch took the placeholder module for a log: the name is our artifact
         if "rocm_inductor" not in qnames:
             tl.register_log("rocm_fused", [*qnames, "rocm_inductor"])
             changed = True
@@ -66,7 +70,40 @@ def graph_logger() -> logging.Logger | None:
         return None
 
 
+def _extend_set_logs() -> None:
+    """Let ``torch._logging.set_logs`` take ``rocm_fused=<level>`` and ``rocm_fused_graphs=<bool>``.
+
+    ``set_logs`` has one keyword per built-in name (an unknown keyword is a ``TypeError``, torch 2.11 and 2.13);
+    names registered later are only reachable as ``set_logs(modules={"rocm_fused_graphs": True})``. The
+    wrapper moves our two keywords into ``modules`` and calls the original with everything else unchanged. It
+    is not installed where ``set_logs`` already takes them.
+    """
+    try:
+        import inspect
+
+        import torch._logging as tlog
+
+        orig = tlog.set_logs
+        params = inspect.signature(orig).parameters
+        if getattr(orig, "_rocm_fused", False) or "modules" not in params or GRAPHS_ARTIFACT in params:
+            return
+    except Exception:  # private layout moved: set_logs(modules={...}) still works
+        return
+
+    import functools
+
+    @functools.wraps(orig)
+    def set_logs(*args: Any, rocm_fused: int | None = None, rocm_fused_graphs: bool | None = None,
+                 modules: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        ours = {k: v for k, v in (("rocm_fused", rocm_fused), (GRAPHS_ARTIFACT, rocm_fused_graphs)) if v is not None}
+        return orig(*args, modules={**(modules or {}), **ours} or None, **kwargs)
+
+    set_logs._rocm_fused = True  # type: ignore[attr-defined]
+    tlog.set_logs = set_logs
+
+
 _register_log()
+_extend_set_logs()
 
 
 @dataclasses.dataclass
@@ -77,7 +114,9 @@ class Match:
         pass_name: the pass (``"rms_norm"``); op: the custom op (``"fused_add_rms_norm"``);
         provider: the provider baked in; shape/dtype: of the op's main input; location: ``file.py:line``
         of the user's code when the node's stack trace has it; note: why better-ranked providers were
-        skipped (``"flashinfer: weight is float32, ..."``), empty when the first choice took it.
+        skipped (``"flashinfer: weight is float32, ..."``), empty when the first choice took it, or a short
+        remark (RoPE: ``"on-the-fly"`` / ``"cached table [5, 32]"``); detail: the full text of a note
+        shortened for the table (JSON and the DEBUG log carry it; empty when ``note`` says it all).
     """
 
     pass_name: str
@@ -87,6 +126,7 @@ class Match:
     dtype: str = ""
     location: str = ""
     note: str = ""
+    detail: str = ""
 
 
 @dataclasses.dataclass
@@ -129,6 +169,12 @@ class GemmChoice:
                 f"(dropped {len(self.offered) - len(self.kept)}): {self.reason}")
 
 
+def gemm_lines(gemms: list[GemmChoice]) -> list[str]:
+    """:meth:`GemmChoice.line` of each distinct decision, first-seen order, ``"15 x "`` before repeated ones."""
+    counts = Counter(g.line() for g in gemms)
+    return [line if n == 1 else f"{n} x {line}" for line, n in counts.items()]
+
+
 @dataclasses.dataclass
 class GraphReport:
     """What our passes did to one post-grad graph.
@@ -138,7 +184,9 @@ class GraphReport:
         matches / near_misses: lists of :class:`Match` / :class:`NearMiss`;
         passes_run / passes_skipped: pass names (skipped ones with the reason);
         error: the exception text when a pass failed and the graph was left untouched;
-        gemms: :class:`GemmChoice` per GEMM the level-2 override saw (filled after lowering).
+        gemms: :class:`GemmChoice` per GEMM the level-2 override saw (filled after lowering);
+        cached: the graph came from Inductor's FX graph cache: our passes did not run in this process, and
+        this is the report of the compile that made the cache entry (``rocm_inductor._compat.fx_cache``).
     """
 
     graph_id: int
@@ -149,6 +197,7 @@ class GraphReport:
     passes_skipped: dict[str, str] = dataclasses.field(default_factory=dict)
     error: str | None = None
     gemms: list[GemmChoice] = dataclasses.field(default_factory=list)
+    cached: bool = False
 
     def count(self, op: str | None = None, pass_name: str | None = None) -> int:
         """Number of matches, optionally only of ``op`` and/or ``pass_name``."""
@@ -169,8 +218,13 @@ class GraphReport:
         s = f"rocm_fused graph {self.graph_id} ({self.platform}): " + ", ".join(parts)
         if self.near_misses:
             s += f"; {len(self.near_misses)} near-miss(es)"
+        if self.gemms:
+            aten = sum(g.aten_only for g in self.gemms)
+            s += f"; {len(self.gemms)} GEMM(s): {aten} ATen only, {len(self.gemms) - aten} tuned"
         if self.error:
             s += f"; passes failed, graph left untouched: {self.error}"
+        if self.cached:
+            s += " [cached: FX graph cache hit, the cold compile's report]"
         return s
 
     def to_dict(self) -> dict[str, Any]:
@@ -195,7 +249,10 @@ class GraphReport:
         if rows:
             head = ("", "pass", "op / found", "provider", "dtype", "shape", "where", "reason / note")
             lines += ["  " + line for line in _table([head, *rows])]
-        lines += [f"  {g.line()}" for g in self.gemms]
+        if any(m.detail for m in self.matches):
+            lines.append("  (notes shortened: full text in report.to_json() and the DEBUG log, "
+                         "TORCH_LOGS=\"+rocm_fused\")")
+        lines += [f"  {line}" for line in gemm_lines(self.gemms)]
         return "\n".join(lines)
 
 
@@ -272,6 +329,15 @@ def new_graph_report(platform: str) -> GraphReport:
     return rep
 
 
+def restore_cached_report(d: dict[str, Any]) -> GraphReport:
+    """Append the stored report ``d`` of a graph served from Inductor's FX graph cache, marked ``cached``, with
+    this process's next graph id, and log it like a compiled graph's (:func:`emit`)."""
+    rep = GraphReport.from_dict({**d, "graph_id": len(_REPORTS), "cached": True})
+    _REPORTS.append(rep)
+    emit(rep)
+    return rep
+
+
 def reports() -> Report:
     """Every graph report of this process, oldest first (a live list)."""
     return _REPORTS
@@ -292,10 +358,14 @@ def emit(rep: GraphReport) -> None:
     log.info("%s", rep.summary())
     if log.isEnabledFor(logging.DEBUG):
         for m in rep.matches:
+            note = m.detail or m.note
             log.debug("match %s %s provider=%s %s %s at %s%s", m.pass_name, m.op, m.provider, m.dtype, m.shape,
-                      m.location, f" ({m.note})" if m.note else "")
+                      m.location, f" ({note})" if note else "")
         for n in rep.near_misses:
             log.debug("near-miss %s %s at %s: %s", n.pass_name, n.what, n.location, n.reason)
+        if rep.cached:  # a compiled graph logs its GEMM lines while lowering (lowerings/gemm_buckets.py)
+            for line in gemm_lines(rep.gemms):
+                log.debug("rocm_fused graph %s: %s", rep.graph_id, line)
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
@@ -326,8 +396,14 @@ def dtype_name(v: Any) -> str:
     return str(getattr(v, "dtype", v)).replace("torch.", "")
 
 
+def shape_str(shape: Any) -> str:
+    """A shape as the report prints it: ``(2, 4, s81, 32)`` (symbolic sizes as Inductor names them)."""
+    dims = [str(s) for s in shape]
+    return f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})"
+
+
 def describe(val: Any) -> tuple[str, str]:
-    """(shape, dtype) strings of a fake tensor for the report."""
+    """(shape, dtype) strings of a fake tensor for the report: ``("(2, 4, s81, 32)", "bfloat16")``."""
     if not isinstance(val, torch.Tensor):
         return "", ""
-    return "x".join(str(s) for s in val.shape), dtype_name(val)
+    return shape_str(val.shape), dtype_name(val)

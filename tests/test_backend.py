@@ -32,7 +32,8 @@ FRESH = textwrap.dedent("""
     rep = rocm_inductor.reports()
     print(json.dumps({"hit": counters["inductor"]["fxgraph_cache_hit"],
                       "miss": counters["inductor"]["fxgraph_cache_miss"],
-                      "matches": rep.count("rms_norm"), "err": float((y.float() - f(x).float()).abs().max())}))
+                      "matches": rep.count("rms_norm"), "err": float((y.float() - f(x).float()).abs().max()),
+                      "cached": [g.cached for g in rep], "table": [str(g).splitlines()[1:] for g in rep]}))
 """)
 
 
@@ -49,8 +50,45 @@ def test_backend_by_name_in_fresh_process_and_fx_cache_hit(tmp_path):
     first = _fresh(tmp_path)
     assert first["miss"] >= 1 and first["hit"] == 0 and first["matches"] == 1 and first["err"] < 0.05
     second = _fresh(tmp_path)
-    # served from Inductor's FX graph cache: our pass did not even run (so no report), and the result is right
+    # served from Inductor's FX graph cache: our pass did not run, the result is right, and the report is
+    # the cold compile's, marked cached (issue 17)
     assert second["hit"] >= 1 and second["miss"] == 0 and second["err"] < 0.05
+    assert second["matches"] == 1 and second["cached"] == [True] and first["cached"] == [False]
+    assert second["table"] == first["table"]
+
+
+def test_providers_keys_are_validated_and_a_pass_name_covers_its_ops():
+    """Issue 17: an unknown op name raised nothing; ``{"rms_norm": ...}`` did not reach fused add + norm."""
+    for bad in ("rmsnorm", "sample_op"):
+        with pytest.raises(ValueError, match=r"unknown op name\(s\) .*valid names are \['fused_add_rms_norm'"):
+            resolve(None, {"providers": {bad: "reference"}})
+    opts = resolve(None, {"providers": {"rms_norm": "reference", "sampling": "triton"}})[0]
+    assert opts.provider_for("fused_add_rms_norm") == "reference" and opts.provider_for("rms_norm") == "reference"
+    assert opts.provider_for("sample") == "triton" and opts.provider_for("rope") is None
+    opts = resolve(None, {"providers": {"rms_norm": "reference", "fused_add_rms_norm": "triton"}})[0]
+    assert opts.provider_for("fused_add_rms_norm") == "triton"  # an op named itself wins over its pass
+
+
+def test_rms_norm_provider_setting_keeps_the_fused_add():
+    def f(x, r, w):
+        h = x + r
+        return w * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)), h
+
+    x, r, w = torch.randn(4, 64), torch.randn(4, 64), torch.randn(64)
+    _, seen = compile_run(f, x, r, w, options={"provider": None, "providers": {"rms_norm": "reference"}})
+    rep = seen[-1].report
+    assert rep.count("fused_add_rms_norm") == 1 and rep.count("rms_norm") == 0, rep
+
+
+def test_cpu_off_hint_names_a_provider_that_works_there():
+    from rocm_inductor.options import parse_options
+    from rocm_inductor.passes.manager import PassManager
+
+    _, skipped = PassManager(parse_options(None)).enabled("cpu")
+    assert "'providers': {'rms_norm': 'reference'}" in skipped["rms_norm"], skipped
+    assert "'passes': {'rms_norm': True}" not in skipped["rms_norm"]
+    _, skipped = PassManager(parse_options(None)).enabled("cuda")  # a default provider exists there
+    assert "'passes': {'rope': True}" in skipped["rope"]
 
 
 def test_unknown_option_lists_valid_ones():
@@ -94,6 +132,7 @@ def test_inductor_config_rejects_bad_patches(bad, match):
         resolve(None, {"inductor_config": bad})
 
 
+@pytest.mark.slow
 def test_inductor_config_reaches_the_compile():
     from torch._inductor import config as inductor_config
 

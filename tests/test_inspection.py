@@ -12,6 +12,7 @@ import types
 
 import pytest
 import torch
+from graph_utils import compile_run
 
 from rocm_inductor import Report, explain, policy
 from rocm_inductor._compat import depyf_shim
@@ -74,12 +75,14 @@ def _check_before_after(files: dict[str, str], rep: Report) -> None:
     assert any(".AFTER_POST_GRAD." in f or "kernel" in f for f in files)  # Inductor's own files are there
 
 
+@pytest.mark.slow
 def test_depyf_dump_before_after_each_pass(tmp_path):
     files, rep = _dump_llama(tmp_path, {"provider": "reference"})
     _check_before_after(files, rep)
     assert rep.count("fused_add_rms_norm") == 2 and rep.count("rms_norm") == 1
 
 
+@pytest.mark.slow
 def test_depyf_dump_level2_max_autotune(tmp_path):
     files, rep = _dump_llama(tmp_path, {"provider": "reference", "level": 2})
     _check_before_after(files, rep)
@@ -155,7 +158,7 @@ def test_explain_match_near_miss_and_layernorm(stand_in_flashinfer):
     assert len(rep) == 1
     (match,), (miss,) = rep.matches, rep.near_misses
     assert (match.pass_name, match.op, match.provider, match.dtype, match.shape) == \
-        ("rms_norm", "rms_norm", "flashinfer", "bfloat16", "2x4x16")
+        ("rms_norm", "rms_norm", "flashinfer", "bfloat16", "(2, 4, 16)")
     assert match.location.startswith("test_inspection.py:")
     assert miss.what == "RMSNorm" and "weight is float32, input bfloat16" in miss.reason
     assert "FlashInfer needs equal dtypes" in miss.reason
@@ -205,6 +208,7 @@ def _cli(extra_env: dict[str, str], *args: str) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_cli_table_json_and_torch_logs():
     """One CLI run per setting, in parallel: default (table on stdout, nothing logged) and with
     TORCH_LOGS=+rocm_fused (INFO summary + DEBUG per-match lines on stderr; --json on stdout)."""
@@ -242,3 +246,53 @@ def test_location_is_the_models_line_not_torchs():
     rep = explain(m, x, options={"provider": "reference"})
     (match,) = rep.matches
     assert match.location.startswith("test_inspection.py:"), match.location
+
+
+def _write_target(tmp_path, body: str) -> str:
+    path = tmp_path / "target.py"
+    path.write_text(body)
+    return str(path)
+
+
+@pytest.mark.parametrize("target,msg", [
+    ("{dir}/nope.py:fn", "no such file"),
+    ("{file}", "expected path/to/script.py:function"),
+    ("{file}:missing", "has no function 'missing'"),
+    ("{file}:needs_args", "must take no arguments"),
+    ("{file}:bad_return", "must return (model, example_inputs)"),
+])
+def test_cli_bad_target_exits_2_with_one_line(tmp_path, capsys, target, msg):
+    """Issue 17: a bad ``path:function`` exited 1, a function needing arguments gave a raw traceback."""
+    from rocm_inductor.__main__ import main
+
+    file = _write_target(tmp_path, "def needs_args(n):\n    return n\n\ndef bad_return():\n    return 1\n")
+    rc = main(["explain", target.format(dir=tmp_path, file=file)])
+    err = capsys.readouterr().err
+    assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_report_groups_identical_gemm_lines_and_counts_them():
+    """Issue 17: max-autotune's header said "no rewrites" above 15 identical GEMM lines."""
+    from rocm_inductor.report import GemmChoice
+
+    same = dict(op="mm", m="1", m_upper=1, aten_only=True, reason="M <= 32", offered=["aten_mm", "triton_mm"],
+                kept=["aten_mm"])
+    rep = GraphReport(0, "cpu", gemms=[GemmChoice(**same) for _ in range(15)]
+                      + [GemmChoice(**{**same, "m": "512", "m_upper": 512, "aten_only": False,
+                                       "kept": ["aten_mm", "triton_mm"]})])
+    lines = str(rep).splitlines()
+    assert lines[0].endswith("no rewrites; 16 GEMM(s): 15 ATen only, 1 tuned"), lines[0]
+    assert len(lines) == 3 and lines[1].startswith("  15 x gemm mm M=1 -> ATen only") and "M=512" in lines[2]
+
+
+def test_symbolic_sizes_print_as_inductor_names_them():
+    from rocm_inductor.report import shape_str
+
+    assert shape_str(["2", "4", "s81", "32"]) == "(2, 4, s81, 32)" and shape_str([7]) == "(7,)"
+
+    def f(x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+    _, seen = compile_run(f, torch.randn(3, 5, 16), dynamic=True)
+    (m,) = seen[-1].report.matches
+    assert m.shape.startswith("(s") and m.shape.count(", s") == 2 and "x" not in m.shape, m.shape

@@ -113,6 +113,7 @@ def test_factory_handler_carries_the_key_but_does_not_override():
     assert len(kept) == 3 and not inert.gemm_records  # every choice, nothing recorded
 
 
+@pytest.mark.slow
 def test_interleaved_compiles_do_not_leak_into_each_other():
     """Levels, aten_gemm_max_m and inductor_config interleaved in one thread, one raising in between."""
     from torch._inductor import config as icfg
@@ -152,6 +153,7 @@ def _boom(graph):
     raise RuntimeError("boom")
 
 
+@pytest.mark.slow
 def test_fx_graph_cache_separates_inductor_config(tmp_path, monkeypatch):
     """A compile served from Inductor's FX graph cache never reuses an entry made under other patches."""
     from torch._dynamo.utils import counters

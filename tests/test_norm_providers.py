@@ -290,6 +290,7 @@ def _drift(provider: str, device: str, layers: int = 64, hidden: int = 4096, row
     return rms(chain(torch.bfloat16, ours)) / ref - 1, rms(chain(torch.bfloat16, eager)) / ref - 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["reference", pytest.param("triton", marks=needs_interpreter)])
 def test_drift_64_layers_cpu(provider):
     ours, eager = _drift(provider, "cpu", hidden=4096 if provider == "reference" else 1024)

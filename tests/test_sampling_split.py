@@ -43,6 +43,7 @@ _G = torch.Generator().manual_seed(11)
 X1000 = (torch.randn(48, 1000, generator=_G) * 2.0).to(DEV)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["hf", "top_p_first", "minp_ban_rows"])
 def test_split_draws_equal_single_chunk(case, monkeypatch):
     """The Philox counter is (column, row) and the partials reduce deterministically: the tokens do not
@@ -63,6 +64,7 @@ def test_split_draws_equal_single_chunk(case, monkeypatch):
     assert int(one.min()) >= 0 and int(one.max()) < 1000
 
 
+@pytest.mark.slow
 def test_split_chi_square_vs_exact_distribution(monkeypatch):
     """4 chunks of 32 over V = 100 (last chunk 4 wide): draws match HF's filtered distribution."""
     v, n = 100, 10_000
@@ -82,6 +84,7 @@ def test_split_chi_square_vs_exact_distribution(monkeypatch):
     assert chisquare(o.numpy(), e.numpy()).pvalue > 1e-4
 
 
+@pytest.mark.slow
 def test_split_ties_greedy_and_bad_rows(monkeypatch):
     """Ties spread over chunks (the last one partial): top-k keeps them all, greedy takes the lowest index;
     an all -inf row gives 0 and a +inf in the last chunk wins."""

@@ -176,6 +176,7 @@ def _truncating_ref(x, r, w, eps, offset):
     return rms_norm_ref(s, w, eps, offset), s
 
 
+@pytest.mark.slow
 def test_drift_64_layers_bf16():
     """The residual's RMS after 64 bf16 fused add+norm layers drifts from fp32's no more than eager's does."""
     layers, hidden = 64, 4096

@@ -446,6 +446,18 @@ def gemm_override(options: Any) -> Iterator[InductorChoices | None]:
     _attach(handler, start)  # a compile that raised reports nothing (its retry does)
 
 
+def attach_records_now(start: int) -> None:
+    """Move the GEMM decisions recorded so far into the newest report made since ``start`` (then forget them).
+
+    Called when Inductor has finished one graph, before it saves the graph to its FX graph cache (so the
+    cached report holds the decisions: ``rocm_inductor._compat.fx_cache``); a no-op below level 2.
+    """
+    handler = _current_handler()
+    if getattr(handler, "gemm_records", None):
+        _attach(handler, start)
+        handler.gemm_records.clear()
+
+
 def _attach(handler: Any, start: int) -> None:
     records = list(getattr(handler, "gemm_records", {}).values())
     if not records:

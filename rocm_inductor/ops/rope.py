@@ -19,7 +19,12 @@ Tables:
   ``freqs_cis`` form, or a NeoX/GPT-J table proven to repeat per pair). Broadcasting is per tensor, so q
   and k may have different head counts.
 - ``rope_cached``: ``cos_sin_cache`` float32 [max_pos, rd] (cos half then sin half, FlashInfer's layout),
-  row chosen per token by ``positions`` (int64, broadcastable to ``x.shape[:-1]``).
+  row chosen per token by ``positions`` (int64, broadcastable to ``x.shape[:-1]``). A position outside
+  [0, max_pos) is **clamped** to the nearest row (-1 -> row 0, max_pos + 5 -> row max_pos - 1) in every
+  provider: a serving step must not sync the host to check positions (a device-side raise is not CUDA/HIP
+  graph capture-safe), and no provider may read outside the table (garbage or a fault). Clamping keeps
+  padded slots (position -1 or 0) harmless; a real position beyond the table is a caller bug that
+  clamping does not hide from a logit check: build the table for the model's ``max_position_embeddings``.
 
 Compile-time spec keys read by providers' ``check`` (built by :func:`rope_spec`):
     dtype, k_dtype (None without k), table_dtype, head_dim (int or None if symbolic), rotary_dim,
@@ -84,7 +89,8 @@ def rope_cached(
     Args:
         q, k: as in :func:`rope`.
         positions: int32/int64, broadcastable to ``q.shape[:-1]`` and ``k.shape[:-1]`` (e.g. (b, 1, s) for
-            (b, h, s, d) layouts), values in [0, max_pos).
+            (b, h, s, d) layouts); values outside [0, max_pos) are clamped to [0, max_pos - 1] (module
+            docstring), the same in every provider (Triton in its kernel, the others before the call).
         cos_sin_cache: float32 (max_pos, rotary_dim), contiguous; row p = cat(cos(p * inv_freq),
             sin(p * inv_freq)) (built by :func:`build_cos_sin_cache`).
         rotary_dim, interleaved, provider: as in :func:`rope`.
@@ -93,9 +99,17 @@ def rope_cached(
         ``(q_out, k_out)`` as in :func:`rope`.
 
     Raises:
-        KeyError / ProviderUnavailable / ValueError: as in :func:`rope`.
+        KeyError / ProviderUnavailable / ValueError: as in :func:`rope`; ValueError for a table with no
+            rows or non-integer positions.
     """
-    qo, ko = get_provider(provider).rope_cached(q, k, positions, cos_sin_cache, rotary_dim, interleaved)
+    if cos_sin_cache.dim() < 1 or cos_sin_cache.shape[0] < 1:
+        raise ValueError(f"cos_sin_cache {tuple(cos_sin_cache.shape)} has no rows")
+    if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
+        raise ValueError(f"positions must be an integer tensor, got {positions.dtype}")
+    impl = get_provider(provider)
+    if not getattr(impl, "clamps_rope_positions", False):  # Triton clamps in its kernel (no extra launch)
+        positions = positions.clamp(0, cos_sin_cache.shape[0] - 1)
+    qo, ko = impl.rope_cached(q, k, positions, cos_sin_cache, rotary_dim, interleaved)
     return qo.contiguous(), (_no_k(q) if k is None else ko.contiguous())
 
 

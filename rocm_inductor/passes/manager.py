@@ -163,24 +163,32 @@ class PassManager(CustomGraphPass):
 
     def enabled(self, plat_kind: str) -> tuple[list[Any], dict[str, str]]:
         """The passes that run on platform ``plat_kind`` and, for the others, why not."""
-        from ..policy import PASS_DEFAULTS
+        from ..policy import PASS_DEFAULTS, PROVIDER_ORDER
 
         run, skipped = [], {}
+        ordered = PROVIDER_ORDER.get(plat_kind, {})
         for p in self.passes:
             user = self.options.pass_enabled(p.name)
             # a pass with ``enabled_by_provider = False`` (gemm_merge) is not turned on by the global
             # ``provider=`` (which every CPU test and example forces), only by its own op's provider or by name
             by_global = getattr(p, "enabled_by_provider", True)
-            forced = any((self.options.provider_for(op) if by_global else dict(self.options.providers).get(op))
+            per = dict(self.options.providers)
+            forced = any((self.options.provider_for(op) if by_global else per.get(op, per.get(p.name)))
                          for op in p.ops)
             if user is False:
                 skipped[p.name] = "disabled by options"
             elif user or forced or PASS_DEFAULTS.get(plat_kind, {}).get(p.name, False):
                 run.append(p)
-            else:
-                how = "or force a provider" if by_global else f"or options={{'providers': {{'{p.ops[0]}': ...}}}}"
+            elif not by_global:
                 skipped[p.name] = (f"off on {plat_kind} by default (enable with options={{'passes': "
-                                   f"{{'{p.name}': True}}}} {how})")
+                                   f"{{'{p.name}': True}}}} or options={{'providers': {{'{p.name}': ...}}}})")
+            elif any(ordered.get(op) for op in p.ops):
+                skipped[p.name] = (f"off on {plat_kind} by default (enable with options={{'passes': "
+                                   f"{{'{p.name}': True}}}} or force a provider)")
+            else:  # no default provider here: turning the pass on alone would only give near-misses
+                skipped[p.name] = (f"off on {plat_kind} by default and no provider is a default there (enable "
+                                   f"with options={{'providers': {{'{p.name}': 'reference'}}}}, the pure-torch "
+                                   "reference)")
         return run, skipped
 
     def __call__(self, graph: Graph) -> None:

@@ -251,10 +251,41 @@ def _leftovers(graph: Graph, ctx: PassContext) -> None:
         if not (isinstance(m, Node) and m.target is aten.mean.dim and isinstance(m.args[0], Node)
                 and m.args[0].target is aten.pow.Tensor_Scalar and m.args[0].args[1] == 2):
             continue
-        ctx.near_miss(n.name, NearMiss(
-            "rms_norm", "RMSNorm", "not rewritten: an intermediate is used elsewhere (training graph: "
-            "backward keeps it; or the model reads the variance), or the weight step is a spelling we "
-            "do not know", location_of(n)), overwrite=False)
+        ctx.near_miss(n.name, NearMiss("rms_norm", "RMSNorm", "not rewritten: " + _leftover_reason(m.args[0], m, a, n),
+                                       location_of(n)), overwrite=False)
+
+
+def _users_text(node: Node, skip: Node | None) -> str:
+    """The other users of ``node`` (all but ``skip``), e.g. ``"the graph output"``, ``"mul_3 (aten.mul.Tensor)"``."""
+    names = ["the graph output" if u.op == "output" else f"{u.name} ({u.target})" for u in node.users if u is not skip]
+    return ", ".join(names)
+
+
+def _leftover_reason(pw: Node, mean: Node, add: Node, rsqrt: Node) -> str:
+    """Which check of the pattern failed for an unrewritten ``rsqrt(mean(x^2) + eps)`` chain, named.
+
+    The pattern needs each intermediate used only by the next step: ``x^2`` by the mean, the mean by the
+    ``+ eps``, that by the rsqrt, the rsqrt by ``x * rsqrt`` and that product by the weight step (or the output).
+    A graph output among the extra users means the graph keeps it for later: a training graph saving it for
+    backward.
+    """
+    norm = next((u for u in rsqrt.users if u.op == "call_function" and u.target is aten.mul.Tensor), None)
+    chain = [(pw, "x^2", mean), (mean, "the variance mean(x^2)", add), (add, "mean(x^2) + eps", rsqrt),
+             (rsqrt, "rsqrt(mean(x^2) + eps)", norm)]
+    for node, what, nxt in chain:
+        if len(node.users) > 1 or nxt is None or nxt not in node.users:
+            others = _users_text(node, nxt)
+            saved = any(u.op == "output" for u in node.users)
+            why = (" (a training graph saves it for backward: compile under torch.no_grad() or "
+                   "torch.inference_mode() to rewrite)") if saved else " (the model reads it)"
+            return f"{what} ({node.name}) is also used by {others}{why}"
+    users = list(norm.users)
+    if len(users) > 1 or any(u.op == "output" for u in users):
+        return (f"x * rsqrt(...) ({norm.name}) is also used by {_users_text(norm, None)}"
+                + (" (a training graph saves it for backward)" if any(u.op == "output" for u in users) else ""))
+    step = f"{users[0].name} ({users[0].target})" if users else "nothing"
+    return (f"the step after x * rsqrt(...) ({norm.name}) is {step}, not a weight / cast spelling of the "
+            "pattern table (passes/rms_norm.py FORMS)")
 
 
 class RMSNormPass:

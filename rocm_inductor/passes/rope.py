@@ -562,8 +562,10 @@ class RoPEPass:
         if reorder:  # users of the earlier rotation now come before the op: move them after it
             stable_topological_sort(graph)
         shape, dtype = describe(qv)
-        note = "; ".join([f"on-the-fly: {self._plan(graph, r1)}", *choice.reasons])
-        ctx.matched(r1.anchor.name, MatchRecord("rope", "rope", choice.provider, shape, dtype, where, note))
+        detail = "; ".join([f"on-the-fly: {self._plan(graph, r1)}", *choice.reasons])
+        note = "; ".join(["on-the-fly (no cached table)", *choice.reasons])  # the table's short form
+        ctx.matched(r1.anchor.name, MatchRecord("rope", "rope", choice.provider, shape, dtype, where, note,
+                                                detail))
         return True
 
     def _plan(self, graph: Graph, r: Rotation) -> CachedPlan | str:
@@ -616,7 +618,9 @@ class RoPEPass:
             g = insert_call(graph, before, operator.getitem, (op, i), like=r.anchor)
             r.out.replace_all_uses_with(g)
         shape, dtype = describe(qv)
-        note = "; ".join([plan.note, *choice.reasons])
+        detail = "; ".join([plan.note, *choice.reasons])
+        short = f"cached table [{plan.table.shape[0]}, {plan.table.shape[1]}]"  # the table's short form
         ctx.matched(r1.anchor.name, MatchRecord("rope", "rope_cached", choice.provider, shape, dtype,
-                                                location_of(r1.anchor), note))
+                                                location_of(r1.anchor), "; ".join([short, *choice.reasons]),
+                                                detail))
         return True

@@ -15,8 +15,9 @@ Covers (post-grad ATen graph, after ``canonicalize``), walking *up* from the ran
   (``TopPLogitsWarper``, min_tokens_to_keep = 1: ascending sort, softmax, cumsum ``<= 1 - p``, last entry kept,
   scatter back, ``where(mask, -inf, s)``) with p a Python float or a per-row float32 tensor (the threshold spelled
   ``1 - top_p``, top_p of shape (B, 1) / (1, 1) / (1,) / ()); top-k (``where(s < topk(s, k)[0][..., -1:], -inf,
-  s)``, HF and gpt-fast), top-k and top-p in either order; then temperature ``s / T`` (T a positive Python float,
-  or a tensor of shape (B, 1) / (1,) / ()); then at most one ban ``where(mask, -inf, s)`` with any bool mask
+  s)``, HF and gpt-fast), top-k and top-p in either order; then temperature ``s / T`` (T a positive Python float
+  or 0 (folded as the op's greedy T <= 0: eager's ``softmax(s / 0)`` is NaN), or a tensor of shape (B, 1) /
+  (1,) / ()); then at most one ban ``where(mask, -inf, s)`` with any bool mask
   broadcastable per row (HF's min-new-tokens EOS mask, or a min-p mask the op can't apply itself; the mask stays
   an Inductor-computed input, which is exact).
 
@@ -98,21 +99,46 @@ def _neg_inf(a: Any) -> bool:
     return _is(a, aten.full.default) and a.args[0] in ([], ()) and a.args[1] == -math.inf
 
 
-def _scaled_softmax_branch(w: Node) -> Node | None:
-    """Inductor's softmax(x / T) form ``where(finite, (m - amax(m)) / T, x / T - amax(x / T))``, m = x * 1.
+def _sign_of(w: Any, t: Any) -> bool:
+    """``w`` is Inductor's ``where(t >= 0, 1, -1)`` (the sign of a tensor temperature ``t``)."""
+    if not (_is(w, aten.where.self) and _is(w.args[0], aten.ge.Scalar) and w.args[0].args[0] is t
+            and w.args[0].args[1] == 0):
+        return False
+    def num(x: Any) -> float | None:  # a number, a 0-d full, or scalar_tensor(c)
+        return float(x.args[0]) if _is(x, aten.scalar_tensor.default) and isinstance(x.args[0], (int, float)) \
+            else _number(x)
 
-    Both branches are the same value (Inductor picks the first when every score is finite): return the
-    plain branch ``sub(x / T, amax(x / T))``, else None.
+    one, neg = w.args[1], w.args[2]
+    return num(one) == 1.0 and (num(neg) == -1.0 or (_is(neg, aten.neg.default) and neg.args[0] is one))
+
+
+def _scaled_softmax_branch(w: Node) -> Node | None:
+    """Inductor's softmax(x / T) form ``where(finite, (m - amax(m)) / T', x / T - amax(x / T))``.
+
+    A Python-float T: ``m = x * w``, ``T' = T * w`` with ``w = 1`` for T >= 0, else -1. A tensor T (e.g. a
+    per-row (B, 1) temperature): ``m = x * w``, ``T' = w * T`` with ``w = where(T >= 0, 1, -1)``. Both branches
+    are the same value (Inductor picks the first when every score is finite): return the plain branch
+    ``sub(x / T, amax(x / T))``, else None.
     """
     _, a, b = w.args
     if not (_is(a, aten.div.Tensor) and _is(b, aten.sub.Tensor) and _is(b.args[0], aten.div.Tensor)):
         return None
     s = b.args[0]
-    if a.args[1] != s.args[1] or not _is(a.args[0], aten.sub.Tensor):
+    if not _is(a.args[0], aten.sub.Tensor):
         return None
-    m = a.args[0].args[0]
-    m0 = m.args[0] if _is(m, aten.mul.Tensor) and m.args[1] == 1 else m
-    return b if m0 is s.args[0] else None
+    m, t, t2 = a.args[0].args[0], s.args[1], a.args[1]
+    if isinstance(t, (int, float)) and isinstance(t2, (int, float)):  # scalar T: w = sign(T) (NaN: -1)
+        w = m.args[1] if _is(m, aten.mul.Tensor) else 1
+        m0 = m.args[0] if _is(m, aten.mul.Tensor) else m
+        same = t2 == t * w or (math.isnan(t) and math.isnan(t2))
+        return b if w in (1, -1) and same and m0 is s.args[0] else None
+    # tensor T: T' = w * T (either operand order) and m = x * w, w the sign of T
+    if not (isinstance(t, Node) and _is(t2, aten.mul.Tensor) and t in t2.args and _is(m, aten.mul.Tensor)):
+        return None
+    sign = t2.args[0] if t2.args[1] is t else t2.args[1]
+    if not _sign_of(sign, t) or sign not in m.args or s.args[0] not in m.args:
+        return None
+    return b
 
 
 def _softmax_input(p: Node) -> Node | None:
@@ -151,6 +177,7 @@ class Chain:
     ban: Node | None = None
     order: list[str] = dataclasses.field(default_factory=list)  # filters, nearest the draw first
     stopped_at: str = ""  # why the upward walk stopped (for near-miss reports)
+    refused: str = ""  # why the whole chain must stay in Inductor (e.g. a NaN temperature)
     notes: list[str] = dataclasses.field(default_factory=list)  # partial matches (for near-miss reports)
 
     @property
@@ -431,13 +458,23 @@ def _min_p(s: Node, b: Any = None) -> tuple[Node, float | Node] | str | None:
     return s0, float(c)
 
 
-def _temperature(s: Node, b: Any) -> tuple[Node, float | Node] | None:
-    """``s0 / T`` with T > 0 a float, or a tensor of shape (B, 1), (1, 1), (1,) or () (per row)."""
+def _temperature(s: Node, b: Any) -> tuple[Node, float | Node] | str | None:
+    """``s0 / T`` with T a float > 0 or == 0, or a tensor of shape (B, 1), (1, 1), (1,) or () (per row).
+
+    ``T == 0`` (``s / 0.0``: eager's softmax is NaN and ``multinomial`` raises) is folded as the op's greedy
+    temperature (``T <= 0`` -> argmax, ``rocm_fused::sample``'s contract): the scores must never reach the op
+    as +-inf / NaN, which it would read as an arbitrary token. A per-row tensor is folded whatever it holds
+    (its rows with ``T <= 0`` are greedy, by the same contract). A negative float T stays in the graph (``s /
+    T`` is then just other scores, sampled exactly); a NaN T returns a reason string (eager raises there: the
+    chain is left to Inductor).
+    """
     if not _is(s, aten.div.Tensor) or not isinstance(s.args[0], Node):
         return None
     s0, t = s.args
     if isinstance(t, (int, float)) and not isinstance(t, bool):
-        return (s0, float(t)) if t > 0 and math.isfinite(t) else None
+        if math.isnan(t):
+            return "temperature is NaN (eager's softmax is NaN and multinomial raises)"
+        return (s0, float(t)) if t == 0 or (t > 0 and math.isfinite(t)) else None
     return (s0, t) if _row_param(t, s0, b) else None
 
 
@@ -504,6 +541,9 @@ def recognise(chain: Chain) -> Chain:
                 continue
         if not t_seen:
             tt = _temperature(s, b)
+            if isinstance(tt, str):
+                chain.refused = tt
+                break
             if tt is not None:
                 s, chain.temperature = tt
                 t_seen, pre = True, True
@@ -588,12 +628,17 @@ class SamplingPass:
                                                "tensor (batch, vocab)", where))
                 continue
             c = recognise(c)
+            if c.refused:
+                ctx.near_miss(n.name, NearMiss("sampling", "sampling chain", c.refused + "; it stays in "
+                                               "Inductor", where))
+                continue
             rows = {name for name, val in (("temperature", c.temperature), ("top_k", c.top_k),
                                            ("top_p", c.top_p), ("min_p", c.min_p)) if isinstance(val, Node)}
             has_min_p = "min_p" in rows or c.min_p > 0.0
             spec = sample_spec(_val(c.scores), is_probs=c.is_probs, top_k_first=c.top_k_first,
                                per_row=rows, has_min_p=has_min_p, has_ban=c.ban is not None,
-                               greedy=False, cudagraphs=_cudagraphs(),
+                               greedy=isinstance(c.temperature, float) and c.temperature <= 0.0,
+                               cudagraphs=_cudagraphs(),
                                has_top_k="top_k" in rows or c.top_k > 0,
                                has_top_p="top_p" in rows or c.top_p < 1.0)
             choice = ctx.choose("sample", spec)

@@ -24,6 +24,8 @@ class TritonProvider(Provider):
     library = "triton"
     ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample",
                      "decode_attention", "merged_gemm"})
+    #: ``rope_cached`` clamps positions to the table inside the kernel (``rocm_fused::rope_cached``'s contract).
+    clamps_rope_positions = True
 
     def platform_ok(self, platform: Any) -> str | None:
         if platform.kind == "cpu" and not interpreting():

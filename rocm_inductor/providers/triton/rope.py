@@ -11,7 +11,8 @@ Layout: each tensor is viewed as (n0, n1, n2, D) (leading dims padded with 1s) w
 strides, so transposed (b, h, s, d) views, (b, s, h, d), flattened tokens and slices of a fused qkv
 projection are read in place. cos/sin are broadcast by stride 0 (``expand``), separately for q and k (q and
 k may have different head counts). The cached form reads ``positions`` the same way and gathers the row of
-a float32 [max_pos, rd] table (cos half, then sin half). Programs [0, NQP) rotate q rows, the rest k rows:
+a float32 [max_pos, rd] table (cos half, then sin half), a position outside [0, max_pos) clamped to the nearest
+row. Programs [0, NQP) rotate q rows, the rest k rows:
 one launch for both. Each program handles ``ROWS`` rows x ``BLOCK_H`` pairs (rows packed so small head
 dims still fill a tile; after the row packing of Liger-Kernel's ``rope.py`` which launches one program per
 token). Outputs are contiguous.
@@ -85,7 +86,7 @@ def _rope_rows(
     xs0, xs1, xs2, xs3,  # x strides (elements)
     cs0, cs1, cs2, cs3,  # cos strides; CACHED: positions strides (0..2) and table row stride (3)
     ss0, ss1, ss2, ss3,  # sin strides (unused when CACHED)
-    D, RD,
+    D, RD, NPOS,  # NPOS: table rows (CACHED; positions are clamped to [0, NPOS - 1])
     INTERLEAVED: tl.constexpr, HALF_TABLE: tl.constexpr, CACHED: tl.constexpr, HAS_TAIL: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_T: tl.constexpr, ROWS: tl.constexpr, CT: tl.constexpr,
 ):
@@ -110,6 +111,7 @@ def _rope_rows(
     xb = tl.load(X + xo[:, None] + b[None, :] * xs3, mask=m, other=0.0).to(CT)
     if CACHED:
         pos = tl.load(P + i0 * cs0 + i1 * cs1 + i2 * cs2, mask=rmask, other=0).to(tl.int64)
+        pos = tl.minimum(tl.maximum(pos, 0), NPOS - 1)  # the op's contract: never a row outside the table
         base = pos * cs3
         ca = tl.load(C + base[:, None] + j[None, :], mask=m, other=0.0).to(CT)
         sa = tl.load(C + base[:, None] + half + j[None, :], mask=m, other=0.0).to(CT)
@@ -146,7 +148,7 @@ def _rope_kernel(
     Q, QO, K, KO, C, S, P,
     q_n1, q_n2, q_M, qs0, qs1, qs2, qs3, qcs0, qcs1, qcs2, qcs3, qss0, qss1, qss2, qss3,
     k_n1, k_n2, k_M, ks0, ks1, ks2, ks3, kcs0, kcs1, kcs2, kcs3, kss0, kss1, kss2, kss3,
-    D, RD, NQP,
+    D, RD, NQP, NPOS,
     INTERLEAVED: tl.constexpr, HALF_TABLE: tl.constexpr, CACHED: tl.constexpr, HAS_TAIL: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_T: tl.constexpr, ROWS: tl.constexpr, CT: tl.constexpr,
 ):
@@ -154,11 +156,11 @@ def _rope_kernel(
     pid = tl.program_id(0)
     if pid < NQP:
         _rope_rows(pid, Q, QO, C, S, P, q_n1, q_n2, q_M, qs0, qs1, qs2, qs3, qcs0, qcs1, qcs2, qcs3,
-                   qss0, qss1, qss2, qss3, D, RD, INTERLEAVED, HALF_TABLE, CACHED, HAS_TAIL,
+                   qss0, qss1, qss2, qss3, D, RD, NPOS, INTERLEAVED, HALF_TABLE, CACHED, HAS_TAIL,
                    BLOCK_H, BLOCK_T, ROWS, CT)
     else:
         _rope_rows(pid - NQP, K, KO, C, S, P, k_n1, k_n2, k_M, ks0, ks1, ks2, ks3, kcs0, kcs1, kcs2, kcs3,
-                   kss0, kss1, kss2, kss3, D, RD, INTERLEAVED, HALF_TABLE, CACHED, HAS_TAIL,
+                   kss0, kss1, kss2, kss3, D, RD, NPOS, INTERLEAVED, HALF_TABLE, CACHED, HAS_TAIL,
                    BLOCK_H, BLOCK_T, ROWS, CT)
 
 
@@ -231,7 +233,7 @@ def _launch(q, k, tq, tk, cached, rotary_dim, interleaved, half_table):
               HAS_TAIL=rotary_dim < d, BLOCK_H=block_h, BLOCK_T=block_t, ROWS=rows, CT=ct,
               num_warps=num_warps)
     call = (q4, qo, k4, qo if ko is None else ko, c_ptr, s_ptr, p_ptr, *args(q4, tq),
-            *args(k4, tk), d, rotary_dim, nqp)
+            *args(k4, tk), d, rotary_dim, nqp, tq[1].shape[0] if cached else 1)
     if q.is_cuda and q.device.index != torch.cuda.current_device():
         with torch.cuda.device(q.device):  # Triton launches on the current device
             _rope_kernel[grid](*call, **kw)
@@ -267,8 +269,9 @@ def rope_cached(q: torch.Tensor, k: torch.Tensor | None, positions: torch.Tensor
     """Rotary embedding with a float32 [max_pos, rd] cos/sin table indexed by ``positions`` (one launch).
 
     Args:
-        q, k: as in :func:`rope`. positions: integer, broadcastable to ``x.shape[:-1]``, in [0, max_pos)
-            (not bounds-checked on device: the pass only emits this op when positions fit the table).
+        q, k: as in :func:`rope`. positions: integer, broadcastable to ``x.shape[:-1]``; a position outside
+            [0, max_pos) is clamped to the nearest row in the kernel (``rocm_fused::rope_cached``'s contract,
+            capture-safe: no host sync), so no row outside the table is ever read.
         cos_sin_cache: float32 (max_pos, rotary_dim), unit last-dim stride. rotary_dim, interleaved: as
             in :func:`rope`.
 
@@ -277,6 +280,8 @@ def rope_cached(q: torch.Tensor, k: torch.Tensor | None, positions: torch.Tensor
     _validate(q, k, cos_sin_cache, rotary_dim, cached=True)
     if cos_sin_cache.dim() != 2 or cos_sin_cache.shape[-1] != rotary_dim:
         raise ValueError(f"cos_sin_cache {tuple(cos_sin_cache.shape)} is not (max_pos, {rotary_dim})")
+    if cos_sin_cache.shape[0] < 1:
+        raise ValueError("cos_sin_cache has no rows (max_pos = 0)")
     table = cos_sin_cache if cos_sin_cache.stride(-1) == 1 else cos_sin_cache.contiguous()
     tq = (_pos_view(positions, q), table)
     tk = tq if k is None else (_pos_view(positions, k), table)
@@ -284,37 +289,32 @@ def rope_cached(q: torch.Tensor, k: torch.Tensor | None, positions: torch.Tensor
 
 
 def aot_cases() -> list[dict[str, Any]]:
-    """Compile cases (``rocm_inductor.providers.triton._aot``): head_dim 128, bf16 q/k, as ``_launch`` sets.
+    """Representative compile cases of :func:`_rope_kernel` (what :func:`_launch` picks at typical sizes).
 
-    Full rotary (rd = 128) and partial (rd = 64: a 64-wide tail), cached (float32 [max_pos, rd] table,
-    int64 positions) and on-the-fly (bf16 cos/sin of the model, full-width tables), NeoX; GPT-J for the
-    cached full-rotary case only (it changes the pair indexing, not the register footprint: 30 vs 24
-    VGPRs on gfx942, equal on sm_90; checked once on all eight, 2026-12-01), to keep CI's compile time down.
-    Partial rotary, cached, spills 3 SGPRs on gfx942/gfx950 with triton 3.9 (to VGPR lanes, no scratch; none
-    with 3.6): ``known_spill``, not fixed (it would take fewer scalar arguments, e.g. q and k in two launches).
+    Llama-style head_dim 128 full rotary (q 32 heads, k 8) on bf16, on-the-fly NeoX and the cached table
+    (int64 positions), and GPT-J partial rotary 64 of 256 (``launch_config``: BLOCK_H 64/32, ROWS 16/32,
+    4 warps = 256 threads at wave64).
     """
-    ints = ("n1", "n2", "M", "s0", "s1", "s2", "s3", "cs0", "cs1", "cs2", "cs3", "ss0", "ss1", "ss2", "ss3")
+    def sig(dt: str, cached: bool) -> dict[str, str]:
+        s = {"Q": f"*{dt}", "QO": f"*{dt}", "K": f"*{dt}", "KO": f"*{dt}",
+             "C": "*fp32" if cached else f"*{dt}", "S": "*fp32" if cached else f"*{dt}",
+             "P": "*i64" if cached else f"*{dt}"}
+        for t in ("q", "k"):
+            s.update({f"{t}_n1": "i32", f"{t}_n2": "i32", f"{t}_M": "i32"})
+            s.update({f"{t}{g}{i}": "i32" for g in ("s", "cs", "ss") for i in range(4)})
+        s.update({"D": "i32", "RD": "i32", "NQP": "i32", "NPOS": "i32"})
+        s.update({c: "constexpr" for c in ("INTERLEAVED", "HALF_TABLE", "CACHED", "HAS_TAIL", "BLOCK_H",
+                                            "BLOCK_T", "ROWS", "CT")})
+        return s
+
     cases = []
-    for rd in (128, 64):
-        block_h, block_t, rows, warps = launch_config(rd, 128)
-        for cached in (True, False):
-            for interleaved in ((False, True) if cached and rd == 128 else (False,)):
-                tab = "*fp32" if cached else "*bf16"
-                sig = {"Q": "*bf16", "QO": "*bf16", "K": "*bf16", "KO": "*bf16", "C": tab, "S": tab,
-                       "P": "*i64" if cached else tab}
-                for pre in ("q", "k"):
-                    sig.update({f"{pre}_{n}" if n in ("n1", "n2", "M") else f"{pre}{n}": "i32" for n in ints})
-                sig.update({"D": "i32", "RD": "i32", "NQP": "i32"})
-                flags = dict(INTERLEAVED=interleaved, HALF_TABLE=cached, CACHED=cached, HAS_TAIL=rd < 128,
-                             BLOCK_H=block_h, BLOCK_T=block_t, ROWS=rows, CT=tl.float32)
-                sig.update({k: "constexpr" for k in flags})
-                name = (f"rope{'_cached' if cached else ''} D=128 rd={rd} "
-                        f"{'gptj' if interleaved else 'neox'}")
-                case = {"name": name, "fn": _rope_kernel, "signature": sig, "constexprs": flags,
-                        "num_warps": warps}
-                if rd < 128 and cached:
-                    case["known_spill"] = ("partial rotary, cached: 3 SGPRs spilled to VGPR lanes on gfx942/gfx950 "
-                                           "with triton 3.9 (106 SGPRs: ~40 scalar arguments plus 64-bit "
-                                           "offsets); no scratch")
-                cases.append(case)
+    for name, dt, cached, inter, rd, d in (("neox_bf16_d128", "bf16", False, False, 128, 128),
+                                           ("cached_bf16_d128", "bf16", True, False, 128, 128),
+                                           ("gptj_partial_fp16_d256", "fp16", False, True, 64, 256)):
+        block_h, block_t, rows, warps = launch_config(rd, d)
+        cases.append({"name": name, "fn": _rope_kernel, "signature": sig(dt, cached),
+                      "constexprs": {"INTERLEAVED": inter, "HALF_TABLE": cached, "CACHED": cached,
+                                     "HAS_TAIL": rd < d, "BLOCK_H": block_h, "BLOCK_T": block_t, "ROWS": rows,
+                                     "CT": tl.float32},
+                      "num_warps": warps})
     return cases
