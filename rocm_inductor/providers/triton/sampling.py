@@ -80,6 +80,16 @@ REDUCE_TILE = 8192
 INTERP_COMPARE_TILE = 1 << 20
 INTERP_MAX_ROWS = 4096
 INTERP_NPIV = 16
+#: Top-k path (issue 14): a scalar k up to this takes the two-launch path (HF's default 50, the common 20/40).
+TOPK_CAP = 64
+#: Columns per group (launch 1 keeps one max per group) and groups gathered per row by launch 2 (2x TOPK_CAP:
+#: bf16 logits tie often at the k-th group max). GPU tiles: FAST_TILE columns per step of launch 1.
+GROUP = 32
+GROUP_CAP = 128
+FAST_TILE = 2048
+INTERP_GROUP = 8
+#: Tests turn this off to compare the two paths.
+FAST_TOPK = True
 #: Tests only: force this chunk width (a power of two) to exercise the split path under the interpreter.
 FORCE_CHUNK: int | None = None
 _KEY_MIN = tl.constexpr(-(2**31))  # a constexpr: compiled Triton reads no plain globals
@@ -429,6 +439,297 @@ def _pick_kernel(GV, GI, OUT, B, NCH, ROWS: tl.constexpr, NCHB: tl.constexpr):
     tl.store(OUT + rows, tok, mask=rmask)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Top-k fast path (issue 14): two launches, the logits read once in full.
+# ---------------------------------------------------------------------------------------------------------
+
+
+def fast_config(b: int, v: int) -> dict[str, int]:
+    """Launch shape of the two-launch top-k path for a (b, v) batch.
+
+    Returns:
+        dict with ``G`` (columns per group), ``NG`` (groups per row), ``GCAP`` (candidate groups gathered per
+        row), ``CG`` (groups per program of launch 1), ``SBG`` (groups per tile of launch 1), ``ROWS1`` /
+        ``ROWS`` (rows per program of launch 1 / 2), ``EB`` (group maxima per tile), ``FB`` (candidate columns
+        per tile), ``NP`` (pivots per search pass), ``NPASS`` (passes: the 2^32 key range to width 1),
+        ``num_warps1`` / ``num_warps``.
+
+    GPU: launch 1 aims at :data:`TARGET_PROGRAMS` programs of ``CG`` in [32, 512] groups (B=1, V=128256:
+    126 programs of 1024 columns; B=64: 512 programs of 16384); launch 2 is one program per row, 8 warps
+    (8 * 64 = 512 threads on ROCm). Interpreter: one program per row block, tiles up to 2^20 elements.
+    """
+    from . import interpreting
+
+    interp = interpreting()
+    g = INTERP_GROUP if interp else GROUP
+    ng = triton.cdiv(v, g)
+    ngb = triton.next_power_of_2(ng)
+    gcap = min(GROUP_CAP, ngb)
+    npos = gcap * g
+    if interp:
+        cg = sbg = ngb
+        rows1 = max(1, min(INTERP_MAX_ROWS, INTERP_COMPARE_TILE // (ngb * g), triton.next_power_of_2(b)))
+        eb, fb = ngb, npos
+        rows = max(1, min(INTERP_MAX_ROWS, INTERP_COMPARE_TILE // (max(eb, fb) * INTERP_NPIV),
+                          triton.next_power_of_2(b)))
+        npiv = INTERP_NPIV
+    else:
+        cg = min(max(triton.next_power_of_2(triton.cdiv(b * ng, TARGET_PROGRAMS)), 32), 512, ngb)
+        sbg = min(cg, FAST_TILE // g)
+        rows1 = rows = 1
+        npiv = NPIV_LARGE
+        eb = min(ngb, COMPARE_TILE // npiv)
+        fb = min(npos, COMPARE_TILE // npiv)
+    return dict(G=g, NG=ng, GCAP=gcap, CG=cg, SBG=sbg, ROWS1=rows1, ROWS=rows, EB=eb, FB=fb, NP=npiv,
+                NPASS=search_passes(npiv), num_warps1=4, num_warps=8)
+
+
+def fast_path_ok(b: int, v: int, top_k: torch.Tensor | None, top_k_value: int, use_p: bool,
+                 top_k_first: bool) -> bool:
+    """Host-side choice (shapes and flags only, capture-safe): a scalar ``0 < k < V``, ``k <= TOPK_CAP``, and
+    top-p (if on) applied after top-k."""
+    return (FAST_TOPK and top_k is None and 0 < top_k_value < v and top_k_value <= TOPK_CAP
+            and (top_k_first or not use_p))
+
+
+@triton.jit
+def _load_at(X, xoff, BAN, boff, msk, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr):
+    """float32 logits at element offsets ``xoff`` (any shape): -inf where ``msk`` is false, NaN -> -inf, log
+    of probabilities, banned -> -inf."""
+    x = tl.load(X + xoff, mask=msk, other=float("-inf")).to(tl.float32)
+    if IS_PROBS:
+        x = tl.log(x)
+    x = tl.where(x != x, float("-inf"), x)
+    if HAS_BAN:
+        bn = tl.load(BAN + boff, mask=msk, other=0)
+        x = tl.where(bn != 0, float("-inf"), x)
+    return x
+
+
+@triton.jit
+def _row_temperature(T_PTR, rows, rmask, t_val, T_ROWS: tl.constexpr, ROWS: tl.constexpr):
+    """(ROWS,) temperature (a tensor wins over the scalar)."""
+    if T_ROWS:
+        t = tl.load(T_PTR + rows, mask=rmask, other=1.0).to(tl.float32)
+    else:
+        t = tl.zeros([ROWS], dtype=tl.float32) + t_val
+    return t
+
+
+@triton.jit
+def _group_max_kernel(X, stride_x, BAN, stride_ban, T_PTR, GM, B, V, NG, t_val,
+                      T_ROWS: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
+                      G: tl.constexpr, CG: tl.constexpr, SBG: tl.constexpr, ROWS: tl.constexpr):
+    """Launch 1 of the top-k path, program (row block, group block): ``GM[row, g] = max(x / T)`` over the
+    ``G`` columns of group ``g`` (the only full read of the logits)."""
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rmask = rows < B
+    t = _row_temperature(T_PTR, rows, rmask, t_val, T_ROWS, ROWS)
+    t_safe = tl.where(t <= 0.0, 1.0, t)
+    g0 = tl.program_id(1).to(tl.int64) * CG
+    ag = tl.arange(0, SBG)
+    aj = tl.arange(0, G)
+    for s0 in tl.static_range(0, CG, SBG):
+        gi = g0 + s0 + ag
+        cols = gi[None, :, None] * G + aj[None, None, :]
+        msk = rmask[:, None, None] & (cols < V)
+        x = _load_at(X, rows[:, None, None] * stride_x + cols, BAN, rows[:, None, None] * stride_ban + cols, msk,
+                     IS_PROBS, HAS_BAN)
+        gm = tl.max(x / t_safe[:, None, None], axis=2)
+        tl.store(GM + rows[:, None] * NG + gi[None, :], gm, mask=rmask[:, None] & (gi < NG)[None, :])
+
+
+@triton.jit
+def _cand(CAND, rows, q, full, n_keep, V, G: tl.constexpr, GCAP: tl.constexpr):
+    """(ROWS, FB) columns and validity of candidate positions ``q``: the whole row when ``full``, else
+    position ``q`` = column ``q % G`` of the ``q // G``-th gathered group (ascending columns)."""
+    slot = q // G
+    sel = (slot < n_keep[:, None]) & (~full[:, None])
+    gid = tl.load(CAND + rows[:, None] * GCAP + slot, mask=sel, other=0).to(tl.int64)
+    cols = tl.where(full[:, None], q.to(tl.int64), gid * G + (q % G))
+    valid = tl.where(full[:, None], q < V, sel & (cols < V))
+    return cols, valid
+
+
+@triton.jit
+def _topk_draw_kernel(
+    X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR, GM, CAND, OUT,
+    B, V, NG, k_val, t_val, p_val, omp_val, minp_val,
+    T_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
+    USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
+    G: tl.constexpr, GCAP: tl.constexpr, EB: tl.constexpr, FB: tl.constexpr, NP: tl.constexpr,
+    NPASS: tl.constexpr, ROWS: tl.constexpr,
+):
+    """Launch 2 of the top-k path, one program per row block (one row on a GPU); module docstring."""
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rmask = rows < B
+    t = _row_temperature(T_PTR, rows, rmask, t_val, T_ROWS, ROWS)
+    greedy_t = t <= 0.0
+    t_safe = tl.where(greedy_t, 1.0, t)
+    k = tl.zeros([ROWS], dtype=tl.int64) + k_val
+    ea = tl.arange(0, EB)
+    gbase = rows[:, None] * NG
+    # Row max and its first group (greedy rows).
+    m = tl.full([ROWS], float("-inf"), tl.float32)
+    best_g = tl.zeros([ROWS], dtype=tl.int64)
+    for e0 in range(0, NG, EB):
+        em = rmask[:, None] & ((e0 + ea) < NG)[None, :]
+        v = tl.load(GM + gbase + e0 + ea[None, :], mask=em, other=float("-inf"))
+        bm = tl.max(v, axis=1)
+        bg = tl.argmax(v, axis=1).to(tl.int64) + e0
+        upd = bm > m
+        best_g = tl.where(upd, bg, best_g)
+        m = tl.where(upd, bm, m)
+    greedy = greedy_t | (m == float("inf")) | (m == float("-inf"))
+    m_safe = tl.where(greedy, 0.0, m)
+    key_max = _key(m_safe).to(tl.int64)
+    # Greedy token: the first column of the first group holding the max (torch.argmax's tie rule).
+    aj = tl.arange(0, G)
+    gcols = best_g[:, None] * G + aj[None, :]
+    gm2 = rmask[:, None] & (gcols < V)
+    yg = _load_at(X, rows[:, None] * stride_x + gcols, BAN, rows[:, None] * stride_ban + gcols, gm2,
+                  IS_PROBS, HAS_BAN) / t_safe[:, None]
+    tok_g = tl.min(tl.where(gm2 & (yg == m[:, None]), gcols, V), axis=1)
+    tok_g = tl.where(tok_g >= V, 0, tok_g)
+
+    # 1. T0 = the k-th largest group max: every column >= the row's k-th value lies in a group whose max is
+    #    >= T0, and there are k such groups (+ ties at T0).
+    lo = tl.full([ROWS], _KEY_MIN, tl.int64)
+    hi = key_max + 1
+    for _it in tl.static_range(NPASS):
+        piv = _pivots(lo, hi, NP)
+        cnt = tl.zeros([ROWS, NP], dtype=tl.int32)
+        for e0 in range(0, NG, EB):
+            em = rmask[:, None] & ((e0 + ea) < NG)[None, :]
+            v = tl.load(GM + gbase + e0 + ea[None, :], mask=em, other=float("-inf"))
+            cnt += _count_ge(_key(v), em, piv)
+        lo, hi = _narrow(lo, hi, piv, cnt.to(tl.int64) >= k[:, None])
+    t0 = lo
+    # 2. Gather those groups' ids (ascending), at most GCAP per row; more (ties) -> the whole row.
+    n_g = tl.zeros([ROWS], dtype=tl.int32)
+    for e0 in range(0, NG, EB):
+        em = rmask[:, None] & ((e0 + ea) < NG)[None, :]
+        v = tl.load(GM + gbase + e0 + ea[None, :], mask=em, other=float("-inf"))
+        sel = em & (_key(v).to(tl.int64) >= t0[:, None])
+        pos = tl.cumsum(sel.to(tl.int32), axis=1) - 1 + n_g[:, None]
+        tl.store(CAND + rows[:, None] * GCAP + pos, (e0 + ea[None, :]).to(tl.int32), mask=sel & (pos < GCAP))
+        n_g += tl.sum(sel.to(tl.int32), axis=1)
+    tl.debug_barrier()
+    full = (n_g > GCAP) & (~greedy) & rmask
+    n_keep = tl.minimum(n_g, GCAP)
+    n_items = tl.max(tl.where(full, V, GCAP * G), axis=0)
+    qa = tl.arange(0, FB)[None, :]
+    xrow = rows[:, None] * stride_x
+    brow = rows[:, None] * stride_ban
+
+    # 3. The exact k-th largest value among the candidates (ties kept), starting from [T0, max].
+    lo = t0
+    hi = key_max + 1
+    for _it in tl.static_range(NPASS):
+        piv = _pivots(lo, hi, NP)
+        cnt = tl.zeros([ROWS, NP], dtype=tl.int32)
+        for q0 in range(0, n_items, FB):
+            cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
+            valid = valid & rmask[:, None]
+            y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
+            cnt += _count_ge(_key(y), valid, piv)
+        lo, hi = _narrow(lo, hi, piv, cnt.to(tl.int64) >= k[:, None])
+    tk = lo
+
+    # 4. Top-p on the renormalised top-k set (HF order): the largest key whose strictly-lower mass within the
+    #    set is <= (1 - p) * Z; p <= 0 keeps the largest token(s).
+    tp = tl.full([ROWS], _KEY_MIN, tl.int64)
+    if USE_P:
+        if P_ROWS:
+            p64 = tl.load(P_PTR + rows, mask=rmask, other=1.0).to(tl.float64)
+            omp = (1.0 - p64).to(tl.float32)
+            p = tl.where(p64 < 1.0, tl.minimum(p64.to(tl.float32), 0.99999994), 1.0)
+            p = tl.where(p64 > 0.0, tl.maximum(p, 1e-30), 0.0)
+        else:
+            p = tl.zeros([ROWS], dtype=tl.float32) + p_val
+            omp = tl.zeros([ROWS], dtype=tl.float32) + omp_val
+        p_on = (p < 1.0) & (~greedy)
+        z = tl.zeros([ROWS], dtype=tl.float32)
+        for q0 in range(0, n_items, FB):
+            cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
+            valid = valid & rmask[:, None]
+            y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
+            kk = _key(y).to(tl.int64)
+            z += tl.sum(tl.where(valid & (kk >= tk[:, None]), tl.exp(y - m_safe[:, None]), 0.0), axis=1)
+        thr = omp * z
+        lo = tk
+        hi = tl.where(p_on & (p > 0.0), key_max + 1, lo + 1)
+        for _it in tl.static_range(NPASS):
+            piv = _pivots(lo, hi, NP)
+            mass = tl.zeros([ROWS, NP], dtype=tl.float32)
+            for q0 in range(0, n_items, FB):
+                cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
+                valid = valid & rmask[:, None]
+                y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
+                kk = _key(y)
+                e = tl.where(valid & (kk.to(tl.int64) >= tk[:, None]), tl.exp(y - m_safe[:, None]), 0.0)
+                mass += _mass_below(kk, e, piv)
+            lo, hi = _narrow(lo, hi, piv, mass <= thr[:, None])
+        tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
+
+    # 5. min-p, then Gumbel-max over the kept candidates; noise keyed by (seed, column, row) as the general
+    #    path, so both paths draw the same token from the same kept set.
+    keep_from = tl.maximum(tk, tp)
+    if USE_MINP:
+        if MINP_ROWS:
+            mp = tl.load(MINP_PTR + rows, mask=rmask, other=0.0).to(tl.float32)
+        else:
+            mp = tl.zeros([ROWS], dtype=tl.float32) + minp_val
+        mp = tl.where(mp > 1.0, 1.0, mp)
+    seed = tl.load(SEED).to(tl.int64)
+    best = tl.full([ROWS], float("-inf"), tl.float32)
+    best_i = tl.zeros([ROWS], dtype=tl.int64)
+    for q0 in range(0, n_items, FB):
+        cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
+        valid = valid & rmask[:, None]
+        y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
+        keep = valid & (_key(y).to(tl.int64) >= keep_from[:, None])
+        if USE_MINP:
+            keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
+        c2 = cols.to(tl.uint32)
+        r2 = (rows[:, None] + tl.zeros([ROWS, FB], dtype=tl.int64)).to(tl.uint32)
+        r0, _, _, _ = tl.random.philox(seed, c2, r2, c2 * 0, c2 * 0)
+        u = tl.random.uint_to_uniform_float(r0)
+        score = tl.where(keep, y - tl.log(-tl.log(u)), float("-inf"))
+        blk = tl.max(score, axis=1)
+        blk_i = tl.min(tl.where(keep & (score == blk[:, None]), cols, V), axis=1)
+        better = blk > best
+        best_i = tl.where(better, blk_i, best_i)
+        best = tl.where(better, blk, best)
+    tl.store(OUT + rows, tl.where(greedy, tok_g, best_i), mask=rmask)
+
+
+def _sample_topk(x, seed, ts, k, ps, mps, ban_t, ban_stride, use_p, use_minp, is_probs, scalars, out):
+    """Launch the two-kernel top-k path (:func:`fast_path_ok` holds)."""
+    b, v = x.shape
+    cfg = fast_config(b, v)
+    dev = x.device
+    gm = torch.empty(b, cfg["NG"], dtype=torch.float32, device=dev)
+    cand = torch.empty(b, cfg["GCAP"], dtype=torch.int32, device=dev)
+    dummy = out
+    ban_arg = dummy if ban_t is None else ban_t
+    t_arg = dummy if ts is None else ts
+    t_val, _, p_val, omp_val, minp_val = scalars
+    common = dict(T_ROWS=ts is not None, IS_PROBS=is_probs, HAS_BAN=ban_t is not None, G=cfg["G"])
+    grid1 = (triton.cdiv(b, cfg["ROWS1"]), triton.cdiv(cfg["NG"], cfg["CG"]))
+    _group_max_kernel[grid1](x, x.stride(0), ban_arg, ban_stride, t_arg, gm, b, v, cfg["NG"], t_val,
+                             CG=cfg["CG"], SBG=cfg["SBG"], ROWS=cfg["ROWS1"], num_warps=cfg["num_warps1"],
+                             **common)
+    grid2 = (triton.cdiv(b, cfg["ROWS"]),)
+    _topk_draw_kernel[grid2](x, x.stride(0), ban_arg, ban_stride, seed.reshape(-1), t_arg,
+                             dummy if ps is None else ps, dummy if mps is None else mps, gm, cand, out,
+                             b, v, cfg["NG"], int(k), t_val, p_val, omp_val, minp_val,
+                             P_ROWS=ps is not None, MINP_ROWS=mps is not None, USE_P=use_p, USE_MINP=use_minp,
+                             GCAP=cfg["GCAP"], EB=cfg["EB"], FB=cfg["FB"], NP=cfg["NP"], NPASS=cfg["NPASS"],
+                             ROWS=cfg["ROWS"], num_warps=cfg["num_warps"], **common)
+    return out
+
+
 def sample(scores: torch.Tensor, seed: torch.Tensor, temperature: torch.Tensor | None,
            temperature_value: float, top_k: torch.Tensor | None, top_k_value: int,
            top_p: torch.Tensor | None, top_p_value: float,
@@ -471,6 +772,11 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     use_k = ks is not None or 0 < top_k_value < v
     use_p = ps is not None or top_p_value < 1.0
     use_minp = mps is not None or min_p_value > 0.0
+    scalars = (float(temperature_value), int(min(max(top_k_value, 0), v)), float(top_p_value),
+               1.0 - float(top_p_value), float(min_p_value))
+    if fast_path_ok(b, v, ks, top_k_value, use_p, top_k_first):
+        return _sample_topk(x, seed, ts, top_k_value, ps, mps, ban_t, ban_stride, use_p, use_minp, is_probs,
+                            scalars, out)
     cfg = launch_config(b, v)
     nch, npiv, rows = cfg["NCH"], cfg["NP"], cfg["ROWS"]
     passes = search_passes(npiv)
@@ -489,8 +795,6 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     args = (x, x.stride(0), dummy if ban_t is None else ban_t, ban_stride, seed.reshape(-1),
             dummy if ts is None else ts, dummy if ks is None else ks, dummy if ps is None else ps,
             dummy if mps is None else mps, pmax, cnt, mass, zp, st, tk, gv, gi, b, v, nch)
-    scalars = (float(temperature_value), int(min(max(top_k_value, 0), v)), float(top_p_value),
-               1.0 - float(top_p_value), float(min_p_value))
     kw = dict(T_ROWS=ts is not None, K_ROWS=ks is not None, P_ROWS=ps is not None, MINP_ROWS=mps is not None,
               USE_K=use_k, USE_P=use_p, USE_MINP=use_minp, IS_PROBS=is_probs, HAS_BAN=ban_t is not None,
               TOP_K_FIRST=top_k_first, CHUNK=cfg["CHUNK"], BLOCK=cfg["BLOCK"], ROWS=rows, NP=npiv,
@@ -516,3 +820,37 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
         frows = max(1, min(256, 4096 // cfg["NCHB"]))
         _pick_kernel[(triton.cdiv(b, frows),)](gv, gi, out, b, nch, ROWS=frows, NCHB=cfg["NCHB"], num_warps=4)
     return out
+
+
+def aot_cases() -> list[dict[str, Any]]:
+    """Representative compile cases of the top-k path at the launcher's GPU specialisations (HF chain
+    T=0.7, k=50, p=0.9 over float32 logits, V=128256 / 151936; min-p + per-row params + bf16 + ban), for the
+    ahead-of-time spill / work-group / LDS checks (preamble: sm_90, gfx942, gfx950)."""
+    g, gcap, npiv = GROUP, GROUP_CAP, NPIV_LARGE
+    eb = fb = COMPARE_TILE // npiv
+    cases = []
+    for name, dt, flags in (("f32_hf", "*fp32", dict(T_ROWS=False, P_ROWS=False, MINP_ROWS=False, USE_P=True,
+                                                     USE_MINP=False, IS_PROBS=False, HAS_BAN=False)),
+                            ("bf16_rows_minp_ban", "*bf16", dict(T_ROWS=True, P_ROWS=True, MINP_ROWS=True,
+                                                                 USE_P=True, USE_MINP=True, IS_PROBS=False,
+                                                                 HAS_BAN=True))):
+        sig1 = {"X": dt, "stride_x": "i32", "BAN": "*i1", "stride_ban": "i32", "T_PTR": "*fp32", "GM": "*fp32",
+                "B": "i32", "V": "i32", "NG": "i32", "t_val": "fp32", "T_ROWS": "constexpr",
+                "IS_PROBS": "constexpr", "HAS_BAN": "constexpr", "G": "constexpr", "CG": "constexpr",
+                "SBG": "constexpr", "ROWS": "constexpr"}
+        for cg in (32, 512):
+            cases.append({"name": f"group_max_{name}_cg{cg}", "fn": _group_max_kernel, "signature": sig1,
+                          "constexprs": {"T_ROWS": flags["T_ROWS"], "IS_PROBS": False, "HAS_BAN": flags["HAS_BAN"],
+                                         "G": g, "CG": cg, "SBG": min(cg, FAST_TILE // g), "ROWS": 1},
+                          "num_warps": 4})
+        sig2 = {"X": dt, "stride_x": "i32", "BAN": "*i1", "stride_ban": "i32", "SEED": "*i64", "T_PTR": "*fp32",
+                "P_PTR": "*fp64", "MINP_PTR": "*fp32", "GM": "*fp32", "CAND": "*i32", "OUT": "*i64", "B": "i32",
+                "V": "i32", "NG": "i32", "k_val": "i32", "t_val": "fp32", "p_val": "fp32", "omp_val": "fp32",
+                "minp_val": "fp32"}
+        sig2.update({c: "constexpr" for c in ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS",
+                                              "HAS_BAN", "G", "GCAP", "EB", "FB", "NP", "NPASS", "ROWS")})
+        cases.append({"name": f"topk_draw_{name}", "fn": _topk_draw_kernel, "signature": sig2,
+                      "constexprs": {**flags, "G": g, "GCAP": gcap, "EB": eb, "FB": fb, "NP": npiv,
+                                     "NPASS": search_passes(npiv), "ROWS": 1},
+                      "num_warps": 8})
+    return cases
