@@ -75,3 +75,24 @@ def test_aiter_never_under_capture(monkeypatch):
                                       False, True, True, "aiter")
     assert out.flatten().tolist() == [1, 0]
     prov.reset()
+
+
+def test_seed_detected_by_type_not_name():
+    """FlashInfer 0.6.0-0.6.3 take ``seed: Optional[int]``: not a device seed; >= 0.6.4 a Tensor union."""
+    from typing import Optional, Union
+
+    from rocm_inductor.providers._vendor_sampling import takes_seed_tensor
+
+    def int_seed(logits, top_k, top_p, seed: Optional[int] = None, offset: Optional[int] = None):
+        return None
+
+    def tensor_seed(logits, top_k, top_p, seed: Optional[Union[int, torch.Tensor]] = None,
+                    offset: Optional[Union[int, torch.Tensor]] = None):
+        return None
+
+    def str_seed(logits, top_k, top_p, seed: "Optional[Union[int, torch.Tensor]]" = None, offset=None):
+        return None
+
+    assert not takes_seed_tensor(int_seed)
+    assert takes_seed_tensor(tensor_seed) and takes_seed_tensor(str_seed)
+    assert not takes_seed_tensor(lambda logits, seed=None: None)  # no offset

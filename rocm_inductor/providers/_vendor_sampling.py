@@ -34,6 +34,17 @@ def takes(fn: Any, name: str) -> bool:
         return False
 
 
+def takes_seed_tensor(fn: Any) -> bool:
+    """Whether ``fn`` takes device ``seed``/``offset`` tensors: both parameters exist and ``seed``'s annotation
+    names a Tensor (FlashInfer >= 0.6.4: ``Optional[Union[int, torch.Tensor]]``; 0.6.0-0.6.3 annotate
+    ``Optional[int]`` and fail at run time on a tensor, KERNELS.md). An unannotated ``seed`` counts as a tensor
+    (stand-ins, builds without annotations)."""
+    if not (takes(fn, "seed") and takes(fn, "offset")):
+        return False
+    ann = inspect.signature(fn).parameters["seed"].annotation
+    return ann is inspect.Parameter.empty or "Tensor" in (ann if isinstance(ann, str) else repr(ann))
+
+
 def check_sample(label: str, fn: Any, spec: dict[str, Any], seeded: bool) -> str | None:
     """Reasons a vendor sampler ``fn`` can't serve the match ``spec`` (keys: ``rocm_inductor.ops.sampling``)."""
     if fn is None:
@@ -98,7 +109,7 @@ def flashinfer_sample(sampling: Any, scores, seed, temperature, temperature_valu
     kw: dict[str, Any] = {}
     if takes(fn, "filter_apply_order"):
         kw["filter_apply_order"] = "top_k_first"
-    if takes(fn, "seed") and takes(fn, "offset"):
+    if takes_seed_tensor(fn):
         kw["seed"] = seed.reshape(-1)[:1] + torch.arange(b, device=y.device)
         kw["offset"] = torch.zeros(b, dtype=torch.int64, device=y.device)
     else:

@@ -36,10 +36,10 @@ class FlashInferProvider(Provider):
         if reason is None and op in ("rms_norm", "fused_add_rms_norm"):
             reason = check_half_same_dtype_weight(self.label, spec)
         if reason is None and op == "sample":
-            from ._vendor_sampling import check_sample, takes
+            from ._vendor_sampling import check_sample, takes_seed_tensor
 
             fn = getattr(getattr(self.lib(), "sampling", None), "top_k_top_p_sampling_from_logits", None)
-            reason = check_sample(self.label, fn, spec, seeded=takes(fn, "seed") and takes(fn, "offset"))
+            reason = check_sample(self.label, fn, spec, seeded=takes_seed_tensor(fn))
         if reason is None and op in ("rope", "rope_cached"):
             reason = check_vendor_rope(self.label, op, spec)
         return reason
