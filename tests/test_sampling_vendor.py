@@ -78,21 +78,22 @@ def test_aiter_never_under_capture(monkeypatch):
 
 
 def test_seed_detected_by_type_not_name():
-    """FlashInfer 0.6.0-0.6.3 take ``seed: Optional[int]``: not a device seed; >= 0.6.4 a Tensor union."""
-    from typing import Optional, Union
+    """FlashInfer 0.6.0-0.6.3 take ``seed: Optional[int]``: not a device seed; >= 0.6.4 a Tensor union (as a
+    string under ``from __future__ import annotations`` or as a typing object)."""
+    import typing
 
     from rocm_inductor.providers._vendor_sampling import takes_seed_tensor
 
-    def int_seed(logits, top_k, top_p, seed: Optional[int] = None, offset: Optional[int] = None):
+    def int_seed(logits, top_k, top_p, seed: int | None = None, offset: int | None = None):
         return None
 
-    def tensor_seed(logits, top_k, top_p, seed: Optional[Union[int, torch.Tensor]] = None,
-                    offset: Optional[Union[int, torch.Tensor]] = None):
+    def tensor_seed(logits, top_k, top_p, seed: int | torch.Tensor | None = None, offset=None):
         return None
 
-    def str_seed(logits, top_k, top_p, seed: "Optional[Union[int, torch.Tensor]]" = None, offset=None):
+    def typed_seed(logits, top_k, top_p, seed=None, offset=None):
         return None
 
+    typed_seed.__annotations__["seed"] = typing.Optional[typing.Union[int, torch.Tensor]]  # noqa: UP007, UP045
     assert not takes_seed_tensor(int_seed)
-    assert takes_seed_tensor(tensor_seed) and takes_seed_tensor(str_seed)
+    assert takes_seed_tensor(tensor_seed) and takes_seed_tensor(typed_seed)
     assert not takes_seed_tensor(lambda logits, seed=None: None)  # no offset
