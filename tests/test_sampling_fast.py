@@ -47,7 +47,7 @@ def test_host_choice_and_config():
     assert S.fast_path_ok(4, 1000, None, 50, False, False)                  # top-p off: order irrelevant
     assert not S.fast_path_ok(4, 40, None, 40, False, True)                 # k >= V: off
     cfg = S.fast_config(3, 1003)
-    assert cfg["NG"] * cfg["G"] >= 1003 and cfg["ROWS"] * max(cfg["EB"], cfg["FB"]) * cfg["NP"] <= 2**20
+    assert cfg["NG"] * cfg["G"] >= 1003 and cfg["ROWS"] * max(cfg["ET"], cfg["CT"]) * cfg["NP"] <= 2**20
 
 
 _G = torch.Generator().manual_seed(21)

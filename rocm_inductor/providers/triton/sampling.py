@@ -85,8 +85,17 @@ TOPK_CAP = 64
 #: Columns per group (launch 1 keeps one max per group) and groups gathered per row by launch 2 (2x TOPK_CAP:
 #: bf16 logits tie often at the k-th group max). GPU tiles: FAST_TILE columns per step of launch 1.
 GROUP = 32
-GROUP_CAP = 128
+GROUP_CAP = 64
 FAST_TILE = 2048
+#: Above this vocabulary the group is 2 * GROUP columns (so at most 4096 group maxima per row).
+GROUP_WIDE_VOCAB = 131072
+#: Pivots per search pass in launch 2 on a GPU: 8 (11 passes) while the candidate tile is <= 2048 columns,
+#: else 4 (14 passes). AOT for sm_90 (triton 3.9, 16 warps): CT = 4096 with 8 pivots spilled 4.4 KB; with 4,
+#: 8 bytes (V = 151936); CT = 2048 with 8, 4 bytes (V = 128256).
+FAST_NPIV = 8
+FAST_NPIV_WIDE = 4
+#: Warps of launch 2 (16 * 64 = 1024 threads: the ROCm work-group limit).
+NUM_WARPS2 = 16
 INTERP_GROUP = 8
 #: Tests turn this off to compare the two paths.
 FAST_TOPK = True
@@ -450,38 +459,40 @@ def fast_config(b: int, v: int) -> dict[str, int]:
     Returns:
         dict with ``G`` (columns per group), ``NG`` (groups per row), ``GCAP`` (candidate groups gathered per
         row), ``CG`` (groups per program of launch 1), ``SBG`` (groups per tile of launch 1), ``ROWS1`` /
-        ``ROWS`` (rows per program of launch 1 / 2), ``EB`` (group maxima per tile), ``FB`` (candidate columns
-        per tile), ``NP`` (pivots per search pass), ``NPASS`` (passes: the 2^32 key range to width 1),
+        ``ROWS`` (rows per program of launch 1 / 2), ``ET`` (register tile of group maxima, next_pow2(NG)),
+        ``CT`` (register tile of candidate columns, GCAP * G), ``FB`` (tile of the whole-row fallback),
+        ``NP`` / ``NPASS`` (pivots per search pass / passes that shrink the 2^32 key range to width 1),
         ``num_warps1`` / ``num_warps``.
 
-    GPU: launch 1 aims at :data:`TARGET_PROGRAMS` programs of ``CG`` in [32, 512] groups (B=1, V=128256:
-    126 programs of 1024 columns; B=64: 512 programs of 16384); launch 2 is one program per row, 8 warps
-    (8 * 64 = 512 threads on ROCm). Interpreter: one program per row block, tiles up to 2^20 elements.
+    GPU: ``G`` = 32 columns up to V = 131072, else 64 (``ET`` <= 4096); ``GCAP`` = 64 groups (``CT`` 2048 /
+    4096); launch 1 aims at :data:`TARGET_PROGRAMS` programs of ``CG`` in [32, 512] groups (B=1, V=128256:
+    126 programs of 1024 columns; B=64: 512 programs of 16384); launch 2 is one program per row, 16 warps
+    (16 * 64 = 1024 threads on ROCm) holding both tiles in registers. Interpreter: row blocks, tiles up to
+    2^20 elements.
     """
     from . import interpreting
 
     interp = interpreting()
-    g = INTERP_GROUP if interp else GROUP
+    g = INTERP_GROUP if interp else (GROUP if v <= GROUP_WIDE_VOCAB else 2 * GROUP)
     ng = triton.cdiv(v, g)
     ngb = triton.next_power_of_2(ng)
     gcap = min(GROUP_CAP, ngb)
-    npos = gcap * g
+    ct = gcap * g
     if interp:
+        npiv = INTERP_NPIV
         cg = sbg = ngb
         rows1 = max(1, min(INTERP_MAX_ROWS, INTERP_COMPARE_TILE // (ngb * g), triton.next_power_of_2(b)))
-        eb, fb = ngb, npos
-        rows = max(1, min(INTERP_MAX_ROWS, INTERP_COMPARE_TILE // (max(eb, fb) * INTERP_NPIV),
+        rows = max(1, min(INTERP_MAX_ROWS, INTERP_COMPARE_TILE // (max(ngb, ct) * npiv),
                           triton.next_power_of_2(b)))
-        npiv = INTERP_NPIV
+        fb = ct
     else:
+        npiv = FAST_NPIV if ct <= 2048 else FAST_NPIV_WIDE
         cg = min(max(triton.next_power_of_2(triton.cdiv(b * ng, TARGET_PROGRAMS)), 32), 512, ngb)
         sbg = min(cg, FAST_TILE // g)
         rows1 = rows = 1
-        npiv = NPIV_LARGE
-        eb = min(ngb, COMPARE_TILE // npiv)
-        fb = min(npos, COMPARE_TILE // npiv)
-    return dict(G=g, NG=ng, GCAP=gcap, CG=cg, SBG=sbg, ROWS1=rows1, ROWS=rows, EB=eb, FB=fb, NP=npiv,
-                NPASS=search_passes(npiv), num_warps1=4, num_warps=8)
+        fb = FAST_TILE
+    return dict(G=g, NG=ng, GCAP=gcap, CG=cg, SBG=sbg, ROWS1=rows1, ROWS=rows, ET=ngb, CT=ct, FB=fb, NP=npiv,
+                NPASS=search_passes(npiv), num_warps1=4, num_warps=NUM_WARPS2)
 
 
 def fast_path_ok(b: int, v: int, top_k: torch.Tensor | None, top_k_value: int, use_p: bool,
@@ -552,34 +563,108 @@ def _cand(CAND, rows, q, full, n_keep, V, G: tl.constexpr, GCAP: tl.constexpr):
 
 
 @triton.jit
+def _topk_slow(X, stride_x, BAN, stride_ban, seed, CAND, rows, rmask, full, t_safe, m_safe, key_max, k, t0,
+               p, omp, p_on, mp, V, USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr,
+               HAS_BAN: tl.constexpr, G: tl.constexpr, GCAP: tl.constexpr, FB: tl.constexpr, NP: tl.constexpr,
+               NPASS: tl.constexpr, ROWS: tl.constexpr):
+    """Whole-row fallback of launch 2 for the ``full`` rows (more than GCAP groups reach T0: ties): the same
+    searches and draw as the register path, streaming the row in FB-column tiles. Returns (ROWS,) tokens."""
+    n_keep = tl.zeros([ROWS], dtype=tl.int32)
+    n_items = V
+    qa = tl.arange(0, FB)[None, :]
+    xrow = rows[:, None] * stride_x
+    brow = rows[:, None] * stride_ban
+    lo = t0
+    hi = key_max + 1
+    for _it in tl.static_range(NPASS):
+        piv = _pivots(lo, hi, NP)
+        cnt = tl.zeros([ROWS, NP], dtype=tl.int32)
+        for q0 in range(0, n_items, FB):
+            cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
+            valid = valid & rmask[:, None] & full[:, None]
+            y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
+            cnt += _count_ge(_key(y), valid, piv)
+        lo, hi = _narrow(lo, hi, piv, cnt.to(tl.int64) >= k[:, None])
+    tk = lo
+    tp = tl.full([ROWS], _KEY_MIN, tl.int64)
+    if USE_P:
+        z = tl.zeros([ROWS], dtype=tl.float32)
+        for q0 in range(0, n_items, FB):
+            cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
+            valid = valid & rmask[:, None] & full[:, None]
+            y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
+            kk = _key(y).to(tl.int64)
+            z += tl.sum(tl.where(valid & (kk >= tk[:, None]), tl.exp(y - m_safe[:, None]), 0.0), axis=1)
+        thr = omp * z
+        lo = tk
+        hi = tl.where(p_on & (p > 0.0), key_max + 1, lo + 1)
+        for _it in tl.static_range(NPASS):
+            piv = _pivots(lo, hi, NP)
+            mass = tl.zeros([ROWS, NP], dtype=tl.float32)
+            for q0 in range(0, n_items, FB):
+                cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
+                valid = valid & rmask[:, None] & full[:, None]
+                y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
+                kk = _key(y)
+                e = tl.where(valid & (kk.to(tl.int64) >= tk[:, None]), tl.exp(y - m_safe[:, None]), 0.0)
+                mass += _mass_below(kk, e, piv)
+            lo, hi = _narrow(lo, hi, piv, mass <= thr[:, None])
+        tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
+    keep_from = tl.maximum(tk, tp)
+    best = tl.full([ROWS], float("-inf"), tl.float32)
+    best_i = tl.zeros([ROWS], dtype=tl.int64)
+    for q0 in range(0, n_items, FB):
+        cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
+        valid = valid & rmask[:, None] & full[:, None]
+        y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
+        blk, blk_i = _gumbel_best(y, cols, valid, _key(y).to(tl.int64) >= keep_from[:, None], rows, m_safe, mp,
+                                  seed, V, USE_MINP, ROWS, FB)
+        better = blk > best
+        best_i = tl.where(better, blk_i, best_i)
+        best = tl.where(better, blk, best)
+    return best_i
+
+
+@triton.jit
+def _gumbel_best(y, cols, valid, keep, rows, m_safe, mp, seed, V, USE_MINP: tl.constexpr, ROWS: tl.constexpr,
+                 W: tl.constexpr):
+    """Per row, the best Gumbel-perturbed kept logit of a (ROWS, W) tile and its column (lowest among ties);
+    noise = Philox(seed; counter (column, row)), as the general path."""
+    keep = keep & valid
+    if USE_MINP:
+        keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
+    c2 = cols.to(tl.uint32)
+    r2 = (rows[:, None] + tl.zeros([ROWS, W], dtype=tl.int64)).to(tl.uint32)
+    r0, _r1, _r2, _r3 = tl.random.philox(seed, c2, r2, c2 * 0, c2 * 0)
+    u = tl.random.uint_to_uniform_float(r0)
+    score = tl.where(keep, y - tl.log(-tl.log(u)), float("-inf"))
+    blk = tl.max(score, axis=1)
+    blk_i = tl.min(tl.where(keep & (score == blk[:, None]), cols, V), axis=1)
+    return blk, blk_i
+
+
+@triton.jit
 def _topk_draw_kernel(
     X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR, GM, CAND, OUT,
     B, V, NG, k_val, t_val, p_val, omp_val, minp_val,
     T_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
     USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
-    G: tl.constexpr, GCAP: tl.constexpr, EB: tl.constexpr, FB: tl.constexpr, NP: tl.constexpr,
-    NPASS: tl.constexpr, ROWS: tl.constexpr,
+    G: tl.constexpr, GCAP: tl.constexpr, ET: tl.constexpr, CT: tl.constexpr, FB: tl.constexpr,
+    NP: tl.constexpr, NPASS: tl.constexpr, ROWS: tl.constexpr,
 ):
-    """Launch 2 of the top-k path, one program per row block (one row on a GPU); module docstring."""
+    """Launch 2 of the top-k path, one program per row block (one row on a GPU); module docstring. The group
+    maxima (ET) and the gathered candidate columns (CT) stay in registers for every search pass."""
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     rmask = rows < B
     t = _row_temperature(T_PTR, rows, rmask, t_val, T_ROWS, ROWS)
     greedy_t = t <= 0.0
     t_safe = tl.where(greedy_t, 1.0, t)
     k = tl.zeros([ROWS], dtype=tl.int64) + k_val
-    ea = tl.arange(0, EB)
-    gbase = rows[:, None] * NG
-    # Row max and its first group (greedy rows).
-    m = tl.full([ROWS], float("-inf"), tl.float32)
-    best_g = tl.zeros([ROWS], dtype=tl.int64)
-    for e0 in range(0, NG, EB):
-        em = rmask[:, None] & ((e0 + ea) < NG)[None, :]
-        v = tl.load(GM + gbase + e0 + ea[None, :], mask=em, other=float("-inf"))
-        bm = tl.max(v, axis=1)
-        bg = tl.argmax(v, axis=1).to(tl.int64) + e0
-        upd = bm > m
-        best_g = tl.where(upd, bg, best_g)
-        m = tl.where(upd, bm, m)
+    ea = tl.arange(0, ET)
+    em = rmask[:, None] & (ea < NG)[None, :]
+    ev = tl.load(GM + rows[:, None] * NG + ea[None, :], mask=em, other=float("-inf"))
+    m = tl.max(ev, axis=1)
+    best_g = tl.argmax(ev, axis=1).to(tl.int64)
     greedy = greedy_t | (m == float("inf")) | (m == float("-inf"))
     m_safe = tl.where(greedy, 0.0, m)
     key_max = _key(m_safe).to(tl.int64)
@@ -594,51 +679,42 @@ def _topk_draw_kernel(
 
     # 1. T0 = the k-th largest group max: every column >= the row's k-th value lies in a group whose max is
     #    >= T0, and there are k such groups (+ ties at T0).
+    ek = _key(ev)
     lo = tl.full([ROWS], _KEY_MIN, tl.int64)
     hi = key_max + 1
     for _it in tl.static_range(NPASS):
         piv = _pivots(lo, hi, NP)
-        cnt = tl.zeros([ROWS, NP], dtype=tl.int32)
-        for e0 in range(0, NG, EB):
-            em = rmask[:, None] & ((e0 + ea) < NG)[None, :]
-            v = tl.load(GM + gbase + e0 + ea[None, :], mask=em, other=float("-inf"))
-            cnt += _count_ge(_key(v), em, piv)
-        lo, hi = _narrow(lo, hi, piv, cnt.to(tl.int64) >= k[:, None])
+        lo, hi = _narrow(lo, hi, piv, _count_ge(ek, em, piv).to(tl.int64) >= k[:, None])
     t0 = lo
-    # 2. Gather those groups' ids (ascending), at most GCAP per row; more (ties) -> the whole row.
-    n_g = tl.zeros([ROWS], dtype=tl.int32)
-    for e0 in range(0, NG, EB):
-        em = rmask[:, None] & ((e0 + ea) < NG)[None, :]
-        v = tl.load(GM + gbase + e0 + ea[None, :], mask=em, other=float("-inf"))
-        sel = em & (_key(v).to(tl.int64) >= t0[:, None])
-        pos = tl.cumsum(sel.to(tl.int32), axis=1) - 1 + n_g[:, None]
-        tl.store(CAND + rows[:, None] * GCAP + pos, (e0 + ea[None, :]).to(tl.int32), mask=sel & (pos < GCAP))
-        n_g += tl.sum(sel.to(tl.int32), axis=1)
+    # 2. Those groups' ids, ascending, at most GCAP per row (more: the row takes the whole-row fallback).
+    sel = em & (ek.to(tl.int64) >= t0[:, None])
+    pos = tl.cumsum(sel.to(tl.int32), axis=1) - 1
+    tl.store(CAND + rows[:, None] * GCAP + pos, ea[None, :] + tl.zeros([ROWS, ET], dtype=tl.int32),
+             mask=sel & (pos < GCAP))
+    n_g = tl.sum(sel.to(tl.int32), axis=1)
     tl.debug_barrier()
     full = (n_g > GCAP) & (~greedy) & rmask
     n_keep = tl.minimum(n_g, GCAP)
-    n_items = tl.max(tl.where(full, V, GCAP * G), axis=0)
-    qa = tl.arange(0, FB)[None, :]
-    xrow = rows[:, None] * stride_x
-    brow = rows[:, None] * stride_ban
+    cols, valid = _cand(CAND, rows, tl.arange(0, CT)[None, :], rows < 0, n_keep, V, G, GCAP)
+    valid = valid & rmask[:, None]
+    y = _load_at(X, rows[:, None] * stride_x + cols, BAN, rows[:, None] * stride_ban + cols, valid, IS_PROBS,
+                 HAS_BAN) / t_safe[:, None]
+    kk = _key(y)
 
     # 3. The exact k-th largest value among the candidates (ties kept), starting from [T0, max].
     lo = t0
     hi = key_max + 1
     for _it in tl.static_range(NPASS):
         piv = _pivots(lo, hi, NP)
-        cnt = tl.zeros([ROWS, NP], dtype=tl.int32)
-        for q0 in range(0, n_items, FB):
-            cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
-            valid = valid & rmask[:, None]
-            y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
-            cnt += _count_ge(_key(y), valid, piv)
-        lo, hi = _narrow(lo, hi, piv, cnt.to(tl.int64) >= k[:, None])
+        lo, hi = _narrow(lo, hi, piv, _count_ge(kk, valid, piv).to(tl.int64) >= k[:, None])
     tk = lo
 
     # 4. Top-p on the renormalised top-k set (HF order): the largest key whose strictly-lower mass within the
     #    set is <= (1 - p) * Z; p <= 0 keeps the largest token(s).
     tp = tl.full([ROWS], _KEY_MIN, tl.int64)
+    p = tl.zeros([ROWS], dtype=tl.float32) + 1.0
+    omp = tl.zeros([ROWS], dtype=tl.float32)
+    p_on = p < 0.0
     if USE_P:
         if P_ROWS:
             p64 = tl.load(P_PTR + rows, mask=rmask, other=1.0).to(tl.float64)
@@ -649,32 +725,19 @@ def _topk_draw_kernel(
             p = tl.zeros([ROWS], dtype=tl.float32) + p_val
             omp = tl.zeros([ROWS], dtype=tl.float32) + omp_val
         p_on = (p < 1.0) & (~greedy)
-        z = tl.zeros([ROWS], dtype=tl.float32)
-        for q0 in range(0, n_items, FB):
-            cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
-            valid = valid & rmask[:, None]
-            y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
-            kk = _key(y).to(tl.int64)
-            z += tl.sum(tl.where(valid & (kk >= tk[:, None]), tl.exp(y - m_safe[:, None]), 0.0), axis=1)
-        thr = omp * z
+        e = tl.where(valid & (kk.to(tl.int64) >= tk[:, None]), tl.exp(y - m_safe[:, None]), 0.0)
+        thr = omp * tl.sum(e, axis=1)
         lo = tk
         hi = tl.where(p_on & (p > 0.0), key_max + 1, lo + 1)
         for _it in tl.static_range(NPASS):
             piv = _pivots(lo, hi, NP)
-            mass = tl.zeros([ROWS, NP], dtype=tl.float32)
-            for q0 in range(0, n_items, FB):
-                cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
-                valid = valid & rmask[:, None]
-                y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
-                kk = _key(y)
-                e = tl.where(valid & (kk.to(tl.int64) >= tk[:, None]), tl.exp(y - m_safe[:, None]), 0.0)
-                mass += _mass_below(kk, e, piv)
-            lo, hi = _narrow(lo, hi, piv, mass <= thr[:, None])
+            lo, hi = _narrow(lo, hi, piv, _mass_below(kk, e, piv) <= thr[:, None])
         tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
 
     # 5. min-p, then Gumbel-max over the kept candidates; noise keyed by (seed, column, row) as the general
     #    path, so both paths draw the same token from the same kept set.
     keep_from = tl.maximum(tk, tp)
+    mp = tl.zeros([ROWS], dtype=tl.float32)
     if USE_MINP:
         if MINP_ROWS:
             mp = tl.load(MINP_PTR + rows, mask=rmask, other=0.0).to(tl.float32)
@@ -682,25 +745,13 @@ def _topk_draw_kernel(
             mp = tl.zeros([ROWS], dtype=tl.float32) + minp_val
         mp = tl.where(mp > 1.0, 1.0, mp)
     seed = tl.load(SEED).to(tl.int64)
-    best = tl.full([ROWS], float("-inf"), tl.float32)
-    best_i = tl.zeros([ROWS], dtype=tl.int64)
-    for q0 in range(0, n_items, FB):
-        cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
-        valid = valid & rmask[:, None]
-        y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
-        keep = valid & (_key(y).to(tl.int64) >= keep_from[:, None])
-        if USE_MINP:
-            keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
-        c2 = cols.to(tl.uint32)
-        r2 = (rows[:, None] + tl.zeros([ROWS, FB], dtype=tl.int64)).to(tl.uint32)
-        r0, _, _, _ = tl.random.philox(seed, c2, r2, c2 * 0, c2 * 0)
-        u = tl.random.uint_to_uniform_float(r0)
-        score = tl.where(keep, y - tl.log(-tl.log(u)), float("-inf"))
-        blk = tl.max(score, axis=1)
-        blk_i = tl.min(tl.where(keep & (score == blk[:, None]), cols, V), axis=1)
-        better = blk > best
-        best_i = tl.where(better, blk_i, best_i)
-        best = tl.where(better, blk, best)
+    _best, best_i = _gumbel_best(y, cols, valid, kk.to(tl.int64) >= keep_from[:, None], rows, m_safe, mp, seed, V,
+                                 USE_MINP, ROWS, CT)
+    if tl.sum(full.to(tl.int32), axis=0) > 0:
+        slow = _topk_slow(X, stride_x, BAN, stride_ban, seed, CAND, rows, rmask, full, t_safe, m_safe, key_max,
+                          k, t0, p, omp, p_on, mp, V, USE_P, USE_MINP, IS_PROBS, HAS_BAN, G, GCAP, FB, NP, NPASS,
+                          ROWS)
+        best_i = tl.where(full, slow, best_i)
     tl.store(OUT + rows, tl.where(greedy, tok_g, best_i), mask=rmask)
 
 
@@ -725,7 +776,8 @@ def _sample_topk(x, seed, ts, k, ps, mps, ban_t, ban_stride, use_p, use_minp, is
                              dummy if ps is None else ps, dummy if mps is None else mps, gm, cand, out,
                              b, v, cfg["NG"], int(k), t_val, p_val, omp_val, minp_val,
                              P_ROWS=ps is not None, MINP_ROWS=mps is not None, USE_P=use_p, USE_MINP=use_minp,
-                             GCAP=cfg["GCAP"], EB=cfg["EB"], FB=cfg["FB"], NP=cfg["NP"], NPASS=cfg["NPASS"],
+                             GCAP=cfg["GCAP"], ET=cfg["ET"], CT=cfg["CT"], FB=cfg["FB"], NP=cfg["NP"],
+                             NPASS=cfg["NPASS"],
                              ROWS=cfg["ROWS"], num_warps=cfg["num_warps"], **common)
     return out
 
@@ -826,8 +878,6 @@ def aot_cases() -> list[dict[str, Any]]:
     """Representative compile cases of the top-k path at the launcher's GPU specialisations (HF chain
     T=0.7, k=50, p=0.9 over float32 logits, V=128256 / 151936; min-p + per-row params + bf16 + ban), for the
     ahead-of-time spill / work-group / LDS checks (preamble: sm_90, gfx942, gfx950)."""
-    g, gcap, npiv = GROUP, GROUP_CAP, NPIV_LARGE
-    eb = fb = COMPARE_TILE // npiv
     cases = []
     for name, dt, flags in (("f32_hf", "*fp32", dict(T_ROWS=False, P_ROWS=False, MINP_ROWS=False, USE_P=True,
                                                      USE_MINP=False, IS_PROBS=False, HAS_BAN=False)),
@@ -841,16 +891,20 @@ def aot_cases() -> list[dict[str, Any]]:
         for cg in (32, 512):
             cases.append({"name": f"group_max_{name}_cg{cg}", "fn": _group_max_kernel, "signature": sig1,
                           "constexprs": {"T_ROWS": flags["T_ROWS"], "IS_PROBS": False, "HAS_BAN": flags["HAS_BAN"],
-                                         "G": g, "CG": cg, "SBG": min(cg, FAST_TILE // g), "ROWS": 1},
+                                         "G": GROUP, "CG": cg, "SBG": min(cg, FAST_TILE // GROUP), "ROWS": 1},
                           "num_warps": 4})
         sig2 = {"X": dt, "stride_x": "i32", "BAN": "*i1", "stride_ban": "i32", "SEED": "*i64", "T_PTR": "*fp32",
                 "P_PTR": "*fp64", "MINP_PTR": "*fp32", "GM": "*fp32", "CAND": "*i32", "OUT": "*i64", "B": "i32",
                 "V": "i32", "NG": "i32", "k_val": "i32", "t_val": "fp32", "p_val": "fp32", "omp_val": "fp32",
                 "minp_val": "fp32"}
         sig2.update({c: "constexpr" for c in ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS",
-                                              "HAS_BAN", "G", "GCAP", "EB", "FB", "NP", "NPASS", "ROWS")})
-        cases.append({"name": f"topk_draw_{name}", "fn": _topk_draw_kernel, "signature": sig2,
-                      "constexprs": {**flags, "G": g, "GCAP": gcap, "EB": eb, "FB": fb, "NP": npiv,
-                                     "NPASS": search_passes(npiv), "ROWS": 1},
-                      "num_warps": 8})
+                                              "HAS_BAN", "G", "GCAP", "ET", "CT", "FB", "NP", "NPASS", "ROWS")})
+        for v in (128256, 151936):
+            g = GROUP if v <= GROUP_WIDE_VOCAB else 2 * GROUP
+            et = triton.next_power_of_2(triton.cdiv(v, g))
+            npiv = FAST_NPIV if GROUP_CAP * g <= 2048 else FAST_NPIV_WIDE
+            cases.append({"name": f"topk_draw_{name}_v{v}", "fn": _topk_draw_kernel, "signature": sig2,
+                          "constexprs": {**flags, "G": g, "GCAP": GROUP_CAP, "ET": et, "CT": GROUP_CAP * g,
+                                         "FB": FAST_TILE, "NP": npiv, "NPASS": search_passes(npiv), "ROWS": 1},
+                          "num_warps": NUM_WARPS2})
     return cases
