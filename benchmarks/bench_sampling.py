@@ -125,6 +125,8 @@ def main() -> None:
     ap.add_argument("--configs", default="ours,eager,inductor")
     ap.add_argument("--budget-s", type=float, default=200.0, help="stop starting new rows after this")
     ap.add_argument("--quick", action="store_true", help="V=128256, B in {1, 64} only")
+    ap.add_argument("--inductor-filters", default=",".join(FILTERS), help="filters Inductor compiles")
+    ap.add_argument("--inductor-vocabs", default=",".join(map(str, VOCABS)), help="vocabularies for Inductor")
     args = ap.parse_args()
     assert torch.cuda.is_available(), "needs a GPU"
     out = pathlib.Path(args.out)
@@ -176,9 +178,14 @@ def main() -> None:
         if "inductor" in configs:
             meta["inductor"] = "CUDA graph (torch.compile dynamic=True; static per shape where that crashed)"
             torch._dynamo.config.cache_size_limit = 256
+            ind_v = {int(v) for v in args.inductor_vocabs.split(",")}
             for filt, f in FILTERS.items():
+                if filt not in args.inductor_filters.split(","):
+                    continue
                 dyn = torch.compile(hf_chain(**f), dynamic=True)
                 for (v, b), x in xs.items():
+                    if v not in ind_v:
+                        continue
                     def timer(fn, x=x, f=f):
                         try:
                             with torch.no_grad():

@@ -23,23 +23,28 @@ if [ -d ${WHL:-.whl}/fi0618 ]; then
   if [ -f .fi_aot/sampling.so ]; then
     for m in sampling topk; do [ -f .fi_aot/$m.so ] && mkdir -p /tmp/fi0618/flashinfer/data/aot/$m && cp .fi_aot/$m.so /tmp/fi0618/flashinfer/data/aot/$m/; done
   fi
-  (PYTHONPATH=/tmp/fi0618 FLASHINFER_WORKSPACE_BASE=/tmp/fiws618 timeout 280 python3 -c "$WARM" > "$OUT/fi0618_jit.log" 2>&1; echo "rc $?" >> "$OUT/fi0618_jit.log") &
+  if [ -f .fi_aot/sampling.so ]; then
+    echo "warm ok (AOT .so carried: $(ls .fi_aot))" > "$OUT/fi0618_jit.log"; export FI618_ENV="FLASHINFER_DISABLE_JIT=1"
+  else
+    (PYTHONPATH=/tmp/fi0618 FLASHINFER_WORKSPACE_BASE=/tmp/fiws618 timeout 280 python3 -c "$WARM" > "$OUT/fi0618_jit.log" 2>&1; echo "rc $?" >> "$OUT/fi0618_jit.log") &
+  fi
   HAVE618=1
 fi
 export PYTHONPATH=$PWD:$PWD/benchmarks
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())" | tee "$OUT/versions.txt"
 el "tests"
-timeout ${TEST_TIMEOUT:-110} python3 -m pytest -q -p no:cacheprovider -rfE --tb=short -m gpu tests/test_sampling*.py 2>&1 | tail -25 | tee "$OUT/gpu_tests.log"
+timeout ${TEST_TIMEOUT:-110} python3 -m pytest -q -p no:cacheprovider -rfE --tb=short -m gpu tests/test_sampling*.py \
+  --durations=8 ${TEST_ARGS:-} 2>&1 | tail -40 > "$OUT/gpu_tests.log"; tail -12 "$OUT/gpu_tests.log"
 el "bench ours/eager/inductor"
 timeout ${BENCH_TIMEOUT:-130} python3 benchmarks/bench_sampling.py --out "$OUT/res" --budget-s ${BENCH_BUDGET:-110} \
-  --configs ${CONFIGS:-ours,eager,inductor} > "$OUT/bench_main.log" 2>&1; tail -3 "$OUT/bench_main.log"
+  --configs ${CONFIGS:-ours,eager,inductor} ${BENCH_ARGS:-} > "$OUT/bench_main.log" 2>&1; tail -3 "$OUT/bench_main.log"
 wait $FI053_PID 2>/dev/null; el "fi053 jit: $(tail -1 $OUT/fi053_jit.log)"
 FLASHINFER_WORKSPACE_BASE=/tmp/fiws053 PYTHONPATH=/tmp/fi053:$PYTHONPATH timeout 45 python3 benchmarks/bench_sampling.py \
   --out "$OUT/res" --append --flashinfer --budget-s 35 > "$OUT/bench_fi053.log" 2>&1; tail -2 "$OUT/bench_fi053.log"
 if [ $HAVE618 = 1 ]; then
   el "fi0618 jit: $(tail -1 $OUT/fi0618_jit.log)"
   if grep -q "warm ok" "$OUT/fi0618_jit.log"; then
-    FLASHINFER_WORKSPACE_BASE=/tmp/fiws618 PYTHONPATH=/tmp/fi0618:$PYTHONPATH timeout 45 python3 benchmarks/bench_sampling.py \
+    env ${FI618_ENV:-FI_NOOP=1} FLASHINFER_WORKSPACE_BASE=/tmp/fiws618 PYTHONPATH=/tmp/fi0618:$PYTHONPATH timeout 45 python3 benchmarks/bench_sampling.py \
       --out "$OUT/res" --append --flashinfer --budget-s 35 > "$OUT/bench_fi0618.log" 2>&1; tail -2 "$OUT/bench_fi0618.log"
   else
     tar czf "$OUT/fiws618.tgz" -C /tmp fiws618 2>/dev/null; ls -la "$OUT/fiws618.tgz"
