@@ -108,13 +108,22 @@ def flashinfer_calls():
     def probs(x):
         return softmax(x, temperature=T) if softmax is not None else torch.softmax(x / T, -1)
 
+    import os
+
+    # FI_TOPK_TENSOR=1: pass k as a (B,) tensor, which skips 0.6.x's radix top-k fast path (its JIT module
+    # may be absent on the device: see benchmarks/device_sampling.sh)
+    tensor_k = os.environ.get("FI_TOPK_TENSOR") == "1"
+
+    def k_arg(x):
+        return torch.full((x.shape[0],), 50, dtype=torch.int32, device=x.device) if tensor_k else 50
+
     makers = {
-        "hf_k50_p0.9": lambda x: lambda: S.top_k_top_p_sampling_from_logits(x / T, 50, 0.9, **kw(x.shape[0])),
+        "hf_k50_p0.9": lambda x: lambda: S.top_k_top_p_sampling_from_logits(x / T, k_arg(x), 0.9, **kw(x.shape[0])),
         "top_p0.9": lambda x: lambda: S.top_p_sampling_from_probs(probs(x), 0.9, **kw(x.shape[0])),
         "top_k50": lambda x: lambda: S.top_k_sampling_from_probs(probs(x), 50, **kw(x.shape[0])),
         "min_p0.1": lambda x: lambda: S.min_p_sampling_from_probs(probs(x), 0.1, **kw(x.shape[0])),
     }
-    return flashinfer.__version__, seeded, makers
+    return flashinfer.__version__ + (" (k tensor)" if tensor_k else ""), seeded, makers
 
 
 def main() -> None:
@@ -139,6 +148,35 @@ def main() -> None:
     meta: dict[str, str] = {}
     crashes: list[str] = []
 
+    old: list[dict] = []
+    if args.append and (out / "sampling.csv").exists():
+        with open(out / "sampling.csv") as fh:
+            old = list(csv.DictReader(fh))
+    meta_path = out / "sampling_meta.json"
+    allmeta = json.loads(meta_path.read_text()) if args.append and meta_path.exists() else {}
+    allmeta.setdefault("timing", {})
+    allmeta.setdefault("crashes", [])
+    allmeta.setdefault("runs", [])
+    n_crash = len(allmeta["crashes"])
+    run_i = len(allmeta["runs"])
+
+    def write_out():
+        """Rewrite CSV / meta / md with every row so far (a run killed by its timeout keeps its rows)."""
+        done = {r["config"] for r in rows}
+        all_rows = [r for r in old if r["config"] not in done] + rows
+        with open(out / "sampling.csv", "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=COLS)
+            w.writeheader()
+            w.writerows(all_rows)
+        allmeta["timing"].update(meta)
+        allmeta["crashes"][n_crash:] = crashes
+        allmeta["runs"][run_i:] = [f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
+                                   f"{torch.cuda.get_device_name()}, torch {torch.__version__}, "
+                                   f"triton {__import__('triton').__version__}, configs {sorted(meta)}, "
+                                   f"{time.time() - t0:.0f} s"]
+        meta_path.write_text(json.dumps(allmeta, indent=1))
+        (out / "sampling.md").write_text(markdown(all_rows, allmeta))
+
     def record(v, b, filt, config, fn, timer):
         if time.time() - t0 > args.budget_s:
             crashes.append(f"{config} {filt} V={v} B={b}: skipped (time budget)")
@@ -152,6 +190,7 @@ def main() -> None:
                 us = math.nan
         rows.append(dict(vocab=v, batch=b, filters=filt, config=config, us=f"{us:.1f}"))
         print(rows[-1], flush=True)
+        write_out()
 
     shapes = [(v, b) for v in vocabs for b in batches]
     xs = {(v, b): torch.randn(b, v, device="cuda", generator=torch.Generator("cuda").manual_seed(b + v)) * 3
@@ -168,8 +207,9 @@ def main() -> None:
         fi = flashinfer_calls()
         if fi is not None:
             ver, seeded, makers = fi
-            name = f"flashinfer_{ver}"
-            meta[name] = "CUDA graph (device seed/offset)" if seeded else "eager calls (host generator state)"
+            name = f"flashinfer_{ver.split()[0]}"
+            meta[name] = ("CUDA graph (device seed/offset)" if seeded else "eager calls (host generator state)") + (
+                "; hf: top_k passed as a (B,) tensor (radix top-k module not built)" if "k tensor" in ver else "")
             for (v, b), x in xs.items():
                 for filt, make in makers.items():
                     record(v, b, filt, name, make(x), graph_us if seeded else eager_us)
@@ -204,27 +244,7 @@ def main() -> None:
                             fn = torch.compile(hf_chain(**f), dynamic=False)
                         return graph_us(lambda: fn(x))
                     record(v, b, filt, "inductor", dyn, timer)
-    old = []
-    if args.append and (out / "sampling.csv").exists():
-        with open(out / "sampling.csv") as fh:
-            old = [r for r in csv.DictReader(fh)]
-        done = {r["config"] for r in rows}
-        old = [r for r in old if r["config"] not in done]
-    all_rows = old + rows
-    with open(out / "sampling.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLS)
-        w.writeheader()
-        w.writerows(all_rows)
-    meta_path = out / "sampling_meta.json"
-    allmeta = json.loads(meta_path.read_text()) if args.append and meta_path.exists() else {}
-    allmeta.setdefault("timing", {}).update(meta)
-    allmeta.setdefault("crashes", []).extend(crashes)
-    allmeta.setdefault("runs", []).append(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
-                                          f"{torch.cuda.get_device_name()}, torch {torch.__version__}, "
-                                          f"triton {__import__('triton').__version__}, configs "
-                                          f"{sorted(meta)}, {time.time() - t0:.0f} s")
-    meta_path.write_text(json.dumps(allmeta, indent=1))
-    (out / "sampling.md").write_text(markdown(all_rows, allmeta))
+    write_out()
     print((out / "sampling.md").read_text())
 
 

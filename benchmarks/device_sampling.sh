@@ -25,6 +25,7 @@ if [ -d ${WHL:-.whl}/fi0618 ]; then
   fi
   if [ -f .fi_aot/sampling.so ]; then
     echo "warm ok (AOT .so carried: $(ls .fi_aot))" > "$OUT/fi0618_jit.log"; export FI618_ENV="FLASHINFER_DISABLE_JIT=1"
+    [ -f .fi_aot/topk.so ] || export FI618_ENV="FLASHINFER_DISABLE_JIT=1 FI_TOPK_TENSOR=1"
   else
     (PYTHONPATH=/tmp/fi0618 FLASHINFER_WORKSPACE_BASE=/tmp/fiws618 timeout 280 python3 -c "$WARM" > "$OUT/fi0618_jit.log" 2>&1; echo "rc $?" >> "$OUT/fi0618_jit.log") &
   fi
@@ -45,13 +46,13 @@ el "bench ours/eager/inductor"
 timeout ${BENCH_TIMEOUT:-130} python3 benchmarks/bench_sampling.py --out "$OUT/res" --budget-s ${BENCH_BUDGET:-110} \
   --configs ${CONFIGS:-ours,eager,inductor} ${BENCH_ARGS:-} > "$OUT/bench_main.log" 2>&1; tail -3 "$OUT/bench_main.log"
 wait $FI053_PID 2>/dev/null; el "fi053 jit: $(tail -1 $OUT/fi053_jit.log)"
-FLASHINFER_WORKSPACE_BASE=/tmp/fiws053 PYTHONPATH=/tmp/fi053:$PYTHONPATH timeout 45 python3 benchmarks/bench_sampling.py \
-  --out "$OUT/res" --append --flashinfer --budget-s 35 > "$OUT/bench_fi053.log" 2>&1; tail -2 "$OUT/bench_fi053.log"
+FLASHINFER_WORKSPACE_BASE=/tmp/fiws053 PYTHONPATH=/tmp/fi053:$PYTHONPATH timeout 40 python3 benchmarks/bench_sampling.py \
+  --out "$OUT/res" --append --flashinfer --budget-s 30 > "$OUT/bench_fi053.log" 2>&1; tail -2 "$OUT/bench_fi053.log"
 if [ $HAVE618 = 1 ]; then
   el "fi0618 jit: $(tail -1 $OUT/fi0618_jit.log)"
   if grep -q "warm ok" "$OUT/fi0618_jit.log"; then
-    env ${FI618_ENV:-FI_NOOP=1} FLASHINFER_WORKSPACE_BASE=/tmp/fiws618 PYTHONPATH=/tmp/fi0618:$PYTHONPATH timeout 45 python3 benchmarks/bench_sampling.py \
-      --out "$OUT/res" --append --flashinfer --budget-s 35 > "$OUT/bench_fi0618.log" 2>&1; tail -2 "$OUT/bench_fi0618.log"
+    env ${FI618_ENV:-FI_NOOP=1} FLASHINFER_WORKSPACE_BASE=/tmp/fiws618 PYTHONPATH=/tmp/fi0618:$PYTHONPATH timeout 40 python3 benchmarks/bench_sampling.py \
+      --out "$OUT/res" --append --flashinfer --budget-s 30 > "$OUT/bench_fi0618.log" 2>&1; tail -2 "$OUT/bench_fi0618.log"
   else
     tar czf "$OUT/fiws618.tgz" -C /tmp fiws618 2>/dev/null; ls -la "$OUT/fiws618.tgz"
   fi
