@@ -90,8 +90,9 @@ FAST_TILE = 2048
 #: Above this vocabulary the group is 2 * GROUP columns (so at most 4096 group maxima per row).
 GROUP_WIDE_VOCAB = 131072
 #: Pivots per search pass in launch 2 on a GPU: 8 (11 passes) while the candidate tile is <= 2048 columns,
-#: else 4 (14 passes). AOT for sm_90 (triton 3.9, 16 warps): CT = 4096 with 8 pivots spilled 4.4 KB; with 4,
-#: 8 bytes (V = 151936); CT = 2048 with 8, 4 bytes (V = 128256).
+#: else 4 (14 passes). AOT for sm_90 (triton 3.9, 16 warps, search passes as loops): V = 128256 (CT = 2048,
+#: 8 pivots) 128 registers, no spills; V = 151936 (CT = 4096, 4 pivots) 48-80 bytes spilled (8 pivots with
+#: unrolled passes: 4.4 KB). Unrolled passes (tl.static_range) compiled in 20-42 s per variant, as loops 1-2 s.
 FAST_NPIV = 8
 FAST_NPIV_WIDE = 4
 #: Warps of launch 2 (16 * 64 = 1024 threads: the ROCm work-group limit).
@@ -576,7 +577,7 @@ def _topk_slow(X, stride_x, BAN, stride_ban, seed, CAND, rows, rmask, full, t_sa
     brow = rows[:, None] * stride_ban
     lo = t0
     hi = key_max + 1
-    for _it in tl.static_range(NPASS):
+    for _it in range(NPASS):  # a loop, not unrolled: compile time
         piv = _pivots(lo, hi, NP)
         cnt = tl.zeros([ROWS, NP], dtype=tl.int32)
         for q0 in range(0, n_items, FB):
@@ -598,7 +599,7 @@ def _topk_slow(X, stride_x, BAN, stride_ban, seed, CAND, rows, rmask, full, t_sa
         thr = omp * z
         lo = tk
         hi = tl.where(p_on & (p > 0.0), key_max + 1, lo + 1)
-        for _it in tl.static_range(NPASS):
+        for _it in range(NPASS):  # a loop, not unrolled: compile time
             piv = _pivots(lo, hi, NP)
             mass = tl.zeros([ROWS, NP], dtype=tl.float32)
             for q0 in range(0, n_items, FB):
@@ -682,7 +683,7 @@ def _topk_draw_kernel(
     ek = _key(ev)
     lo = tl.full([ROWS], _KEY_MIN, tl.int64)
     hi = key_max + 1
-    for _it in tl.static_range(NPASS):
+    for _it in range(NPASS):  # a loop, not unrolled: compile time
         piv = _pivots(lo, hi, NP)
         lo, hi = _narrow(lo, hi, piv, _count_ge(ek, em, piv).to(tl.int64) >= k[:, None])
     t0 = lo
@@ -704,7 +705,7 @@ def _topk_draw_kernel(
     # 3. The exact k-th largest value among the candidates (ties kept), starting from [T0, max].
     lo = t0
     hi = key_max + 1
-    for _it in tl.static_range(NPASS):
+    for _it in range(NPASS):  # a loop, not unrolled: compile time
         piv = _pivots(lo, hi, NP)
         lo, hi = _narrow(lo, hi, piv, _count_ge(kk, valid, piv).to(tl.int64) >= k[:, None])
     tk = lo
@@ -729,7 +730,7 @@ def _topk_draw_kernel(
         thr = omp * tl.sum(e, axis=1)
         lo = tk
         hi = tl.where(p_on & (p > 0.0), key_max + 1, lo + 1)
-        for _it in tl.static_range(NPASS):
+        for _it in range(NPASS):  # a loop, not unrolled: compile time
             piv = _pivots(lo, hi, NP)
             lo, hi = _narrow(lo, hi, piv, _mass_below(kk, e, piv) <= thr[:, None])
         tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
