@@ -2,7 +2,8 @@
 # One device call for issue 14 (run from the repo copy's root; carry ${WHL:-.whl}/fi053 [${WHL:-.whl}/fi0618 .fi_aot]):
 # sampler GPU tests, then bench_sampling.py for ours/eager/inductor and each FlashInfer release in its own
 # process (0.5.3: JIT warmed in the background from the start; 0.6.18: prebuilt AOT .so files from .fi_aot
-# when carried, else its JIT is started in the background and its cache tarred into $OUT).
+# when carried (built on a CPU machine by benchmarks/flashinfer_aot.sh), else its JIT is started in the
+# background and its cache tarred into $OUT). Everything comes back as $OUT/sampling_out.tgz.
 set -u
 export PYTHONUNBUFFERED=1 OUT=${OUT:-/tmp/out} MAX_JOBS=16
 mkdir -p "$OUT/res"
@@ -59,3 +60,5 @@ if [ $HAVE618 = 1 ]; then
 fi
 el "done"
 cat "$OUT/res/sampling.md" | head -80
+# at most 8 files come back from a device call: one archive
+(cd "$OUT" && tar czf /tmp/sampling_out.tgz --exclude='*.tgz' . && find . -mindepth 1 -delete && mv /tmp/sampling_out.tgz .)
