@@ -46,6 +46,23 @@ on a GPU**; its chunk / tile / pivot constants are guesses (:func:`launch_config
 its row's partials of the previous pass (NCH x NP values) on top of its chunk. benchmarks/bench_sampling.py
 measures it.
 
+Top-k path (issue 14; :func:`fast_path_ok`: a scalar ``0 < k <= TOPK_CAP`` (64), top-p after top-k or off;
+chosen on the host from flags only, so capture-safe): two launches, the logits read once in full.
+
+1. ``_group_max_kernel``, grid (B, groups / CG): the max of ``x / T`` over each group of ``G`` columns (32;
+   64 above V = 131072) -> ``GM[B, V / G]``.
+2. ``_topk_draw_kernel``, one program per row (16 warps): T0 = a lower bound of the k-th largest group max
+   with at most ``GROUP_CAP`` (64) groups reaching it (pivot search over the group maxima held in registers,
+   stopped early). Every column >= the row's k-th value lies in those groups: their ``GCAP * G`` columns are
+   gathered once into registers; there the exact k-th value (ties kept), top-p on the renormalised top-k set,
+   min-p and the Gumbel-max draw run as above, with the same (seed, column, row) noise, so the token equals
+   the general path's. A row whose ties put more than ``GROUP_CAP`` groups at T0 (e.g. a constant row) takes
+   a whole-row loop (:func:`_topk_slow`) inside the same launch.
+
+Measured on the H200 (2026-12-01, benchmarks/results/sampling.md): HF chain (T=0.7, k=50, p=0.9) at V=32000
+38-39 us for B = 1 / 8 / 32 (FlashInfer 0.6.18: 53-63 us), with the passes unrolled; the loop form and the
+early-stopped bound search now in this file have not run on a GPU.
+
 Limits (:func:`check`): scores float16/bfloat16/float32, 2D; B * V < 2^31 is not needed (int64 offsets).
 """
 
@@ -683,9 +700,19 @@ def _topk_draw_kernel(
     ek = _key(ev)
     lo = tl.full([ROWS], _KEY_MIN, tl.int64)
     hi = key_max + 1
-    for _it in range(NPASS):  # a loop, not unrolled: compile time
+    #    Any lo of the search is such a bound (count(>= lo) >= k): stop as soon as at most GCAP groups reach it.
+    c_lo = tl.zeros([ROWS], dtype=tl.int64) + NG
+    active = rmask & ((hi - lo) > 1) & (c_lo > GCAP)
+    while tl.max(active.to(tl.int32), axis=0) > 0:  # a loop, not unrolled: compile time
         piv = _pivots(lo, hi, NP)
-        lo, hi = _narrow(lo, hi, piv, _count_ge(ek, em, piv).to(tl.int64) >= k[:, None])
+        cnt = _count_ge(ek, em, piv).to(tl.int64)
+        ok = cnt >= k[:, None]
+        c_new = tl.min(tl.where(ok, cnt, c_lo[:, None]), axis=1)  # count at the largest pivot kept (decreasing)
+        lo2, hi2 = _narrow(lo, hi, piv, ok)
+        lo = tl.where(active, lo2, lo)
+        hi = tl.where(active, hi2, hi)
+        c_lo = tl.where(active, c_new, c_lo)
+        active = active & ((hi - lo) > 1) & (c_lo > GCAP)
     t0 = lo
     # 2. Those groups' ids, ascending, at most GCAP per row (more: the row takes the whole-row fallback).
     sel = em & (ek.to(tl.int64) >= t0[:, None])
@@ -705,7 +732,7 @@ def _topk_draw_kernel(
     # 3. The exact k-th largest value among the candidates (ties kept), starting from [T0, max].
     lo = t0
     hi = key_max + 1
-    for _it in range(NPASS):  # a loop, not unrolled: compile time
+    while tl.max((rmask & ((hi - lo) > 1)).to(tl.int32), axis=0) > 0:  # until every row's interval is one key
         piv = _pivots(lo, hi, NP)
         lo, hi = _narrow(lo, hi, piv, _count_ge(kk, valid, piv).to(tl.int64) >= k[:, None])
     tk = lo
@@ -730,7 +757,7 @@ def _topk_draw_kernel(
         thr = omp * tl.sum(e, axis=1)
         lo = tk
         hi = tl.where(p_on & (p > 0.0), key_max + 1, lo + 1)
-        for _it in range(NPASS):  # a loop, not unrolled: compile time
+        while tl.max((rmask & ((hi - lo) > 1)).to(tl.int32), axis=0) > 0:
             piv = _pivots(lo, hi, NP)
             lo, hi = _narrow(lo, hi, piv, _mass_below(kk, e, piv) <= thr[:, None])
         tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
