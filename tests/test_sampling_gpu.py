@@ -147,3 +147,50 @@ def test_dynamic_min_p_chain_fused_on_device():
     assert len(reports()) == 1  # the second min_p reused the graph
     assert {m.provider for m in reports().matches if m.op == "sample"} == {"triton"}
     assert not [n for n in reports().near_misses if n.pass_name == "sampling"], reports().near_misses
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_topk_path_draws_the_general_paths_tokens_on_device(dtype, monkeypatch):
+    """B = 64, V = 128256 (bf16: many exact ties), per-row T (row 0 greedy) / top-p / min-p and a ban mask:
+    the two-launch top-k path keeps the general path's set and draws its tokens (same per-column noise), also
+    through the whole-row fallback (GROUP_CAP lowered), and is a graph-capturable sequence of launches."""
+    from rocm_inductor.providers.triton import sampling as S
+
+    b, v = 64, 128256
+    g = torch.Generator(device="cuda").manual_seed(4)
+    x = (torch.randn(b, v, device="cuda", generator=g) * 3).to(dtype)
+    x[3] = 0.0                                            # one value everywhere: ties beyond any cap
+    kw = dict(t_rows=torch.linspace(0.0, 1.5, b, device="cuda"), p_rows=torch.linspace(0.5, 1.0, b, device="cuda"),
+              mp_rows=torch.full((b,), 0.02, device="cuda"), ban=torch.arange(v, device="cuda") % 11 == 0)
+
+    def run(seed=7):
+        return S.sample(x, torch.tensor([seed], device="cuda"), kw["t_rows"], 1.0, None, 50, kw["p_rows"], 1.0,
+                        kw["mp_rows"], 0.0, kw["ban"], False, True)
+
+    fast = run()
+    monkeypatch.setattr(S, "FAST_TOPK", False)
+    general = run()
+    monkeypatch.setattr(S, "FAST_TOPK", True)
+    assert torch.equal(fast, general)
+    cap = S.GROUP_CAP
+    monkeypatch.setattr(S, "GROUP_CAP", 8)
+    assert torch.equal(run(), general)
+    monkeypatch.setattr(S, "GROUP_CAP", cap)
+    assert not torch.equal(run(8), fast)
+    graph = torch.cuda.CUDAGraph()
+    seed = torch.tensor([7], device="cuda")
+    with torch.cuda.graph(graph):
+        out = S.sample(x, seed, kw["t_rows"], 1.0, None, 50, kw["p_rows"], 1.0, kw["mp_rows"], 0.0, kw["ban"],
+                       False, True)
+    graph.replay()
+    assert torch.equal(out, fast)
+    assert int(out[0]) == int(torch.argmax(x[0].float().masked_fill(kw["ban"], -float("inf"))))
+
+
+def test_topk_path_wide_ties_on_device():
+    """A row of one value with k = 50 keeps every token (HF keeps ties at the k-th value): draws spread over V."""
+    v = 151936
+    x = torch.zeros(2000, v, device="cuda")
+    tok = torch.ops.rocm_fused.sample(x, torch.tensor([3], device="cuda"), None, 0.7, None, 50, None, 0.9, None,
+                                      0.0, None, False, True, False, "triton")
+    assert int(tok.max()) < v and tok.unique().numel() > 1900

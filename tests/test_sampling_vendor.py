@@ -110,3 +110,27 @@ def test_aiter_sampler_missing_module_is_a_reason(monkeypatch):
     prov.reset()
     assert "no top_k_top_p sampler" in prov.check("sample", _spec(cudagraphs=False, has_top_k=False))
     prov.reset()
+
+
+def test_seed_detected_by_type_not_name():
+    """FlashInfer 0.6.0-0.6.3 take ``seed: Optional[int]``: not a device seed; >= 0.6.4 a Tensor union (as a
+    string under ``from __future__ import annotations`` or as a typing object)."""
+    import typing
+
+    from rocm_inductor.providers._vendor_sampling import device_seed
+
+    def int_seed(logits, top_k, top_p, seed: int | None = None, offset: int | None = None):
+        return None
+
+    def tensor_seed(logits, top_k, top_p, seed: int | torch.Tensor | None = None,
+                    offset: int | torch.Tensor | None = None):
+        return None
+
+    def typed_seed(logits, top_k, top_p, seed=None, offset=None):
+        return None
+
+    for name in ("seed", "offset"):  # 0.6.4+ annotates both
+        typed_seed.__annotations__[name] = typing.Optional[typing.Union[int, torch.Tensor]]  # noqa: UP007, UP045
+    assert not device_seed(int_seed)
+    assert device_seed(tensor_seed) and device_seed(typed_seed)
+    assert not device_seed(lambda logits, seed=None: None)  # no offset

@@ -46,6 +46,23 @@ on a GPU**; its chunk / tile / pivot constants are guesses (:func:`launch_config
 its row's partials of the previous pass (NCH x NP values) on top of its chunk. benchmarks/bench_sampling.py
 measures it.
 
+Top-k path (issue 14; :func:`fast_path_ok`: a scalar ``0 < k <= TOPK_CAP`` (64), top-p after top-k or off;
+chosen on the host from flags only, so capture-safe): two launches, the logits read once in full.
+
+1. ``_group_max_kernel``, grid (B, groups / CG): the max of ``x / T`` over each group of ``G`` columns (32;
+   64 above V = 131072) -> ``GM[B, V / G]``.
+2. ``_topk_draw_kernel``, one program per row (16 warps): T0 = a lower bound of the k-th largest group max
+   with at most ``GROUP_CAP`` (64) groups reaching it (pivot search over the group maxima held in registers,
+   stopped early). Every column >= the row's k-th value lies in those groups: their ``GCAP * G`` columns are
+   gathered once into registers; there the exact k-th value (ties kept), top-p on the renormalised top-k set,
+   min-p and the Gumbel-max draw run as above, with the same (seed, column, row) noise, so the token equals
+   the general path's. A row whose ties put more than ``GROUP_CAP`` groups at T0 (e.g. a constant row) takes
+   a whole-row loop (:func:`_topk_slow`) inside the same launch.
+
+Measured on the H200 (2026-12-01, benchmarks/results/sampling.md): HF chain (T=0.7, k=50, p=0.9) at V=32000
+38-39 us for B = 1 / 8 / 32 (FlashInfer 0.6.18: 53-63 us), with the passes unrolled; the loop form and the
+early-stopped bound search now in this file have not run on a GPU.
+
 Limits (:func:`check`): scores float16/bfloat16/float32, 2D; B * V < 2^31 is not needed (int64 offsets).
 """
 
@@ -80,6 +97,26 @@ REDUCE_TILE = 8192
 INTERP_COMPARE_TILE = 1 << 20
 INTERP_MAX_ROWS = 4096
 INTERP_NPIV = 16
+#: Top-k path (issue 14): a scalar k up to this takes the two-launch path (HF's default 50, the common 20/40).
+TOPK_CAP = 64
+#: Columns per group (launch 1 keeps one max per group) and groups gathered per row by launch 2 (2x TOPK_CAP:
+#: bf16 logits tie often at the k-th group max). GPU tiles: FAST_TILE columns per step of launch 1.
+GROUP = 32
+GROUP_CAP = 64
+FAST_TILE = 2048
+#: Above this vocabulary the group is 2 * GROUP columns (so at most 4096 group maxima per row).
+GROUP_WIDE_VOCAB = 131072
+#: Pivots per search pass in launch 2 on a GPU: 8 (11 passes) while the candidate tile is <= 2048 columns,
+#: else 4 (14 passes). AOT for sm_90 (triton 3.9, 16 warps, search passes as loops): V = 128256 (CT = 2048,
+#: 8 pivots) 128 registers, no spills; V = 151936 (CT = 4096, 4 pivots) 48-80 bytes spilled (8 pivots with
+#: unrolled passes: 4.4 KB). Unrolled passes (tl.static_range) compiled in 20-42 s per variant, as loops 1-2 s.
+FAST_NPIV = 8
+FAST_NPIV_WIDE = 4
+#: Warps of launch 2 (16 * 64 = 1024 threads: the ROCm work-group limit).
+NUM_WARPS2 = 16
+INTERP_GROUP = 8
+#: Tests turn this off to compare the two paths.
+FAST_TOPK = True
 #: Tests only: force this chunk width (a power of two) to exercise the split path under the interpreter.
 FORCE_CHUNK: int | None = None
 _KEY_MIN = tl.constexpr(-(2**31))  # a constexpr: compiled Triton reads no plain globals
@@ -430,6 +467,350 @@ def _pick_kernel(GV, GI, OUT, B, NCH, ROWS: tl.constexpr, NCHB: tl.constexpr):
     tl.store(OUT + rows, tok, mask=rmask)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Top-k fast path (issue 14): two launches, the logits read once in full.
+# ---------------------------------------------------------------------------------------------------------
+
+
+def fast_config(b: int, v: int) -> dict[str, int]:
+    """Launch shape of the two-launch top-k path for a (b, v) batch.
+
+    Returns:
+        dict with ``G`` (columns per group), ``NG`` (groups per row), ``GCAP`` (candidate groups gathered per
+        row), ``CG`` (groups per program of launch 1), ``SBG`` (groups per tile of launch 1), ``ROWS1`` /
+        ``ROWS`` (rows per program of launch 1 / 2), ``ET`` (register tile of group maxima, next_pow2(NG)),
+        ``CT`` (register tile of candidate columns, GCAP * G), ``FB`` (tile of the whole-row fallback),
+        ``NP`` / ``NPASS`` (pivots per search pass / passes that shrink the 2^32 key range to width 1),
+        ``num_warps1`` / ``num_warps``.
+
+    GPU: ``G`` = 32 columns up to V = 131072, else 64 (``ET`` <= 4096); ``GCAP`` = 64 groups (``CT`` 2048 /
+    4096); launch 1 aims at :data:`TARGET_PROGRAMS` programs of ``CG`` in [32, 512] groups (B=1, V=128256:
+    126 programs of 1024 columns; B=64: 512 programs of 16384); launch 2 is one program per row, 16 warps
+    (16 * 64 = 1024 threads on ROCm) holding both tiles in registers. Interpreter: row blocks, tiles up to
+    2^20 elements.
+    """
+    from . import interpreting
+
+    interp = interpreting()
+    g = INTERP_GROUP if interp else (GROUP if v <= GROUP_WIDE_VOCAB else 2 * GROUP)
+    ng = triton.cdiv(v, g)
+    ngb = triton.next_power_of_2(ng)
+    gcap = min(GROUP_CAP, ngb)
+    ct = gcap * g
+    if interp:
+        npiv = INTERP_NPIV
+        cg = sbg = ngb
+        rows1 = max(1, min(INTERP_MAX_ROWS, INTERP_COMPARE_TILE // (ngb * g), triton.next_power_of_2(b)))
+        rows = max(1, min(INTERP_MAX_ROWS, INTERP_COMPARE_TILE // (max(ngb, ct) * npiv),
+                          triton.next_power_of_2(b)))
+        fb = ct
+    else:
+        npiv = FAST_NPIV if ct <= 2048 else FAST_NPIV_WIDE
+        cg = min(max(triton.next_power_of_2(triton.cdiv(b * ng, TARGET_PROGRAMS)), 32), 512, ngb)
+        sbg = min(cg, FAST_TILE // g)
+        rows1 = rows = 1
+        fb = FAST_TILE
+    return dict(G=g, NG=ng, GCAP=gcap, CG=cg, SBG=sbg, ROWS1=rows1, ROWS=rows, ET=ngb, CT=ct, FB=fb, NP=npiv,
+                NPASS=search_passes(npiv), num_warps1=4, num_warps=NUM_WARPS2)
+
+
+def fast_path_ok(b: int, v: int, top_k: torch.Tensor | None, top_k_value: int, use_p: bool,
+                 top_k_first: bool) -> bool:
+    """Host-side choice (shapes and flags only, capture-safe): a scalar ``0 < k < V``, ``k <= TOPK_CAP``, and
+    top-p (if on) applied after top-k."""
+    return (FAST_TOPK and top_k is None and 0 < top_k_value < v and top_k_value <= TOPK_CAP
+            and (top_k_first or not use_p))
+
+
+@triton.jit
+def _load_at(X, xoff, BAN, boff, msk, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr):
+    """float32 logits at element offsets ``xoff`` (any shape): -inf where ``msk`` is false, NaN -> -inf, log
+    of probabilities, banned -> -inf."""
+    x = tl.load(X + xoff, mask=msk, other=float("-inf")).to(tl.float32)
+    if IS_PROBS:
+        x = tl.log(x)
+    x = tl.where(x != x, float("-inf"), x)
+    if HAS_BAN:
+        bn = tl.load(BAN + boff, mask=msk, other=0)
+        x = tl.where(bn != 0, float("-inf"), x)
+    return x
+
+
+@triton.jit
+def _row_temperature(T_PTR, rows, rmask, t_val, T_ROWS: tl.constexpr, ROWS: tl.constexpr):
+    """(ROWS,) temperature (a tensor wins over the scalar)."""
+    if T_ROWS:
+        t = tl.load(T_PTR + rows, mask=rmask, other=1.0).to(tl.float32)
+    else:
+        t = tl.zeros([ROWS], dtype=tl.float32) + t_val
+    return t
+
+
+@triton.jit
+def _group_max_kernel(X, stride_x, BAN, stride_ban, T_PTR, GM, B, V, NG, t_val,
+                      T_ROWS: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
+                      G: tl.constexpr, CG: tl.constexpr, SBG: tl.constexpr, ROWS: tl.constexpr):
+    """Launch 1 of the top-k path, program (row block, group block): ``GM[row, g] = max(x / T)`` over the
+    ``G`` columns of group ``g`` (the only full read of the logits)."""
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rmask = rows < B
+    t = _row_temperature(T_PTR, rows, rmask, t_val, T_ROWS, ROWS)
+    t_safe = tl.where(t <= 0.0, 1.0, t)
+    g0 = tl.program_id(1).to(tl.int64) * CG
+    ag = tl.arange(0, SBG)
+    aj = tl.arange(0, G)
+    for s0 in tl.static_range(0, CG, SBG):
+        gi = g0 + s0 + ag
+        cols = gi[None, :, None] * G + aj[None, None, :]
+        msk = rmask[:, None, None] & (cols < V)
+        x = _load_at(X, rows[:, None, None] * stride_x + cols, BAN, rows[:, None, None] * stride_ban + cols, msk,
+                     IS_PROBS, HAS_BAN)
+        gm = tl.max(x / t_safe[:, None, None], axis=2)
+        tl.store(GM + rows[:, None] * NG + gi[None, :], gm, mask=rmask[:, None] & (gi < NG)[None, :])
+
+
+@triton.jit
+def _cand(CAND, rows, q, full, n_keep, V, G: tl.constexpr, GCAP: tl.constexpr):
+    """(ROWS, FB) columns and validity of candidate positions ``q``: the whole row when ``full``, else
+    position ``q`` = column ``q % G`` of the ``q // G``-th gathered group (ascending columns)."""
+    slot = q // G
+    sel = (slot < n_keep[:, None]) & (~full[:, None])
+    gid = tl.load(CAND + rows[:, None] * GCAP + slot, mask=sel, other=0).to(tl.int64)
+    cols = tl.where(full[:, None], q.to(tl.int64), gid * G + (q % G))
+    valid = tl.where(full[:, None], q < V, sel & (cols < V))
+    return cols, valid
+
+
+@triton.jit
+def _topk_slow(X, stride_x, BAN, stride_ban, seed, CAND, rows, rmask, full, t_safe, m_safe, key_max, k, t0,
+               p, omp, p_on, mp, V, USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr,
+               HAS_BAN: tl.constexpr, G: tl.constexpr, GCAP: tl.constexpr, FB: tl.constexpr, NP: tl.constexpr,
+               NPASS: tl.constexpr, ROWS: tl.constexpr):
+    """Whole-row fallback of launch 2 for the ``full`` rows (more than GCAP groups reach T0: ties): the same
+    searches and draw as the register path, streaming the row in FB-column tiles. Returns (ROWS,) tokens."""
+    n_keep = tl.zeros([ROWS], dtype=tl.int32)
+    n_items = V
+    qa = tl.arange(0, FB)[None, :]
+    xrow = rows[:, None] * stride_x
+    brow = rows[:, None] * stride_ban
+    lo = t0
+    hi = key_max + 1
+    for _it in range(NPASS):  # a loop, not unrolled: compile time
+        piv = _pivots(lo, hi, NP)
+        cnt = tl.zeros([ROWS, NP], dtype=tl.int32)
+        for q0 in range(0, n_items, FB):
+            cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
+            valid = valid & rmask[:, None] & full[:, None]
+            y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
+            cnt += _count_ge(_key(y), valid, piv)
+        lo, hi = _narrow(lo, hi, piv, cnt.to(tl.int64) >= k[:, None])
+    tk = lo
+    tp = tl.full([ROWS], _KEY_MIN, tl.int64)
+    if USE_P:
+        z = tl.zeros([ROWS], dtype=tl.float32)
+        for q0 in range(0, n_items, FB):
+            cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
+            valid = valid & rmask[:, None] & full[:, None]
+            y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
+            kk = _key(y).to(tl.int64)
+            z += tl.sum(tl.where(valid & (kk >= tk[:, None]), tl.exp(y - m_safe[:, None]), 0.0), axis=1)
+        thr = omp * z
+        lo = tk
+        hi = tl.where(p_on & (p > 0.0), key_max + 1, lo + 1)
+        for _it in range(NPASS):  # a loop, not unrolled: compile time
+            piv = _pivots(lo, hi, NP)
+            mass = tl.zeros([ROWS, NP], dtype=tl.float32)
+            for q0 in range(0, n_items, FB):
+                cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
+                valid = valid & rmask[:, None] & full[:, None]
+                y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
+                kk = _key(y)
+                e = tl.where(valid & (kk.to(tl.int64) >= tk[:, None]), tl.exp(y - m_safe[:, None]), 0.0)
+                mass += _mass_below(kk, e, piv)
+            lo, hi = _narrow(lo, hi, piv, mass <= thr[:, None])
+        tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
+    keep_from = tl.maximum(tk, tp)
+    best = tl.full([ROWS], float("-inf"), tl.float32)
+    best_i = tl.zeros([ROWS], dtype=tl.int64)
+    for q0 in range(0, n_items, FB):
+        cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
+        valid = valid & rmask[:, None] & full[:, None]
+        y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
+        blk, blk_i = _gumbel_best(y, cols, valid, _key(y).to(tl.int64) >= keep_from[:, None], rows, m_safe, mp,
+                                  seed, V, USE_MINP, ROWS, FB)
+        better = blk > best
+        best_i = tl.where(better, blk_i, best_i)
+        best = tl.where(better, blk, best)
+    return best_i
+
+
+@triton.jit
+def _gumbel_best(y, cols, valid, keep, rows, m_safe, mp, seed, V, USE_MINP: tl.constexpr, ROWS: tl.constexpr,
+                 W: tl.constexpr):
+    """Per row, the best Gumbel-perturbed kept logit of a (ROWS, W) tile and its column (lowest among ties);
+    noise = Philox(seed; counter (column, row)), as the general path."""
+    keep = keep & valid
+    if USE_MINP:
+        keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
+    c2 = cols.to(tl.uint32)
+    r2 = (rows[:, None] + tl.zeros([ROWS, W], dtype=tl.int64)).to(tl.uint32)
+    r0, _r1, _r2, _r3 = tl.random.philox(seed, c2, r2, c2 * 0, c2 * 0)
+    u = tl.random.uint_to_uniform_float(r0)
+    score = tl.where(keep, y - tl.log(-tl.log(u)), float("-inf"))
+    blk = tl.max(score, axis=1)
+    blk_i = tl.min(tl.where(keep & (score == blk[:, None]), cols, V), axis=1)
+    return blk, blk_i
+
+
+@triton.jit
+def _topk_draw_kernel(
+    X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR, GM, CAND, OUT,
+    B, V, NG, k_val, t_val, p_val, omp_val, minp_val,
+    T_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
+    USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
+    G: tl.constexpr, GCAP: tl.constexpr, ET: tl.constexpr, CT: tl.constexpr, FB: tl.constexpr,
+    NP: tl.constexpr, NPASS: tl.constexpr, ROWS: tl.constexpr,
+):
+    """Launch 2 of the top-k path, one program per row block (one row on a GPU); module docstring. The group
+    maxima (ET) and the gathered candidate columns (CT) stay in registers for every search pass."""
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rmask = rows < B
+    t = _row_temperature(T_PTR, rows, rmask, t_val, T_ROWS, ROWS)
+    greedy_t = t <= 0.0
+    t_safe = tl.where(greedy_t, 1.0, t)
+    k = tl.zeros([ROWS], dtype=tl.int64) + k_val
+    ea = tl.arange(0, ET)
+    em = rmask[:, None] & (ea < NG)[None, :]
+    ev = tl.load(GM + rows[:, None] * NG + ea[None, :], mask=em, other=float("-inf"))
+    m = tl.max(ev, axis=1)
+    best_g = tl.argmax(ev, axis=1).to(tl.int64)
+    greedy = greedy_t | (m == float("inf")) | (m == float("-inf"))
+    m_safe = tl.where(greedy, 0.0, m)
+    key_max = _key(m_safe).to(tl.int64)
+    # Greedy token: the first column of the first group holding the max (torch.argmax's tie rule).
+    aj = tl.arange(0, G)
+    gcols = best_g[:, None] * G + aj[None, :]
+    gm2 = rmask[:, None] & (gcols < V)
+    yg = _load_at(X, rows[:, None] * stride_x + gcols, BAN, rows[:, None] * stride_ban + gcols, gm2,
+                  IS_PROBS, HAS_BAN) / t_safe[:, None]
+    tok_g = tl.min(tl.where(gm2 & (yg == m[:, None]), gcols, V), axis=1)
+    tok_g = tl.where(tok_g >= V, 0, tok_g)
+
+    # 1. T0 = the k-th largest group max: every column >= the row's k-th value lies in a group whose max is
+    #    >= T0, and there are k such groups (+ ties at T0).
+    ek = _key(ev)
+    lo = tl.full([ROWS], _KEY_MIN, tl.int64)
+    hi = key_max + 1
+    #    Any lo of the search is such a bound (count(>= lo) >= k): stop as soon as at most GCAP groups reach it.
+    c_lo = tl.zeros([ROWS], dtype=tl.int64) + NG
+    active = rmask & ((hi - lo) > 1) & (c_lo > GCAP)
+    while tl.max(active.to(tl.int32), axis=0) > 0:  # a loop, not unrolled: compile time
+        piv = _pivots(lo, hi, NP)
+        cnt = _count_ge(ek, em, piv).to(tl.int64)
+        ok = cnt >= k[:, None]
+        c_new = tl.min(tl.where(ok, cnt, c_lo[:, None]), axis=1)  # count at the largest pivot kept (decreasing)
+        lo2, hi2 = _narrow(lo, hi, piv, ok)
+        lo = tl.where(active, lo2, lo)
+        hi = tl.where(active, hi2, hi)
+        c_lo = tl.where(active, c_new, c_lo)
+        active = active & ((hi - lo) > 1) & (c_lo > GCAP)
+    t0 = lo
+    # 2. Those groups' ids, ascending, at most GCAP per row (more: the row takes the whole-row fallback).
+    sel = em & (ek.to(tl.int64) >= t0[:, None])
+    pos = tl.cumsum(sel.to(tl.int32), axis=1) - 1
+    tl.store(CAND + rows[:, None] * GCAP + pos, ea[None, :] + tl.zeros([ROWS, ET], dtype=tl.int32),
+             mask=sel & (pos < GCAP))
+    n_g = tl.sum(sel.to(tl.int32), axis=1)
+    tl.debug_barrier()
+    full = (n_g > GCAP) & (~greedy) & rmask
+    n_keep = tl.minimum(n_g, GCAP)
+    cols, valid = _cand(CAND, rows, tl.arange(0, CT)[None, :], rows < 0, n_keep, V, G, GCAP)
+    valid = valid & rmask[:, None]
+    y = _load_at(X, rows[:, None] * stride_x + cols, BAN, rows[:, None] * stride_ban + cols, valid, IS_PROBS,
+                 HAS_BAN) / t_safe[:, None]
+    kk = _key(y)
+
+    # 3. The exact k-th largest value among the candidates (ties kept), starting from [T0, max].
+    lo = t0
+    hi = key_max + 1
+    while tl.max((rmask & ((hi - lo) > 1)).to(tl.int32), axis=0) > 0:  # until every row's interval is one key
+        piv = _pivots(lo, hi, NP)
+        lo, hi = _narrow(lo, hi, piv, _count_ge(kk, valid, piv).to(tl.int64) >= k[:, None])
+    tk = lo
+
+    # 4. Top-p on the renormalised top-k set (HF order): the largest key whose strictly-lower mass within the
+    #    set is <= (1 - p) * Z; p <= 0 keeps the largest token(s).
+    tp = tl.full([ROWS], _KEY_MIN, tl.int64)
+    p = tl.zeros([ROWS], dtype=tl.float32) + 1.0
+    omp = tl.zeros([ROWS], dtype=tl.float32)
+    p_on = p < 0.0
+    if USE_P:
+        if P_ROWS:
+            p64 = tl.load(P_PTR + rows, mask=rmask, other=1.0).to(tl.float64)
+            omp = (1.0 - p64).to(tl.float32)
+            p = tl.where(p64 < 1.0, tl.minimum(p64.to(tl.float32), 0.99999994), 1.0)
+            p = tl.where(p64 > 0.0, tl.maximum(p, 1e-30), 0.0)
+        else:
+            p = tl.zeros([ROWS], dtype=tl.float32) + p_val
+            omp = tl.zeros([ROWS], dtype=tl.float32) + omp_val
+        p_on = (p < 1.0) & (~greedy)
+        e = tl.where(valid & (kk.to(tl.int64) >= tk[:, None]), tl.exp(y - m_safe[:, None]), 0.0)
+        thr = omp * tl.sum(e, axis=1)
+        lo = tk
+        hi = tl.where(p_on & (p > 0.0), key_max + 1, lo + 1)
+        while tl.max((rmask & ((hi - lo) > 1)).to(tl.int32), axis=0) > 0:
+            piv = _pivots(lo, hi, NP)
+            lo, hi = _narrow(lo, hi, piv, _mass_below(kk, e, piv) <= thr[:, None])
+        tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
+
+    # 5. min-p, then Gumbel-max over the kept candidates; noise keyed by (seed, column, row) as the general
+    #    path, so both paths draw the same token from the same kept set.
+    keep_from = tl.maximum(tk, tp)
+    mp = tl.zeros([ROWS], dtype=tl.float32)
+    if USE_MINP:
+        if MINP_ROWS:
+            mp = tl.load(MINP_PTR + rows, mask=rmask, other=0.0).to(tl.float32)
+        else:
+            mp = tl.zeros([ROWS], dtype=tl.float32) + minp_val
+        mp = tl.where(mp > 1.0, 1.0, mp)
+    seed = tl.load(SEED).to(tl.int64)
+    _best, best_i = _gumbel_best(y, cols, valid, kk.to(tl.int64) >= keep_from[:, None], rows, m_safe, mp, seed, V,
+                                 USE_MINP, ROWS, CT)
+    if tl.sum(full.to(tl.int32), axis=0) > 0:
+        slow = _topk_slow(X, stride_x, BAN, stride_ban, seed, CAND, rows, rmask, full, t_safe, m_safe, key_max,
+                          k, t0, p, omp, p_on, mp, V, USE_P, USE_MINP, IS_PROBS, HAS_BAN, G, GCAP, FB, NP, NPASS,
+                          ROWS)
+        best_i = tl.where(full, slow, best_i)
+    tl.store(OUT + rows, tl.where(greedy, tok_g, best_i), mask=rmask)
+
+
+def _sample_topk(x, seed, ts, k, ps, mps, ban_t, ban_stride, use_p, use_minp, is_probs, scalars, out):
+    """Launch the two-kernel top-k path (:func:`fast_path_ok` holds)."""
+    b, v = x.shape
+    cfg = fast_config(b, v)
+    dev = x.device
+    gm = torch.empty(b, cfg["NG"], dtype=torch.float32, device=dev)
+    cand = torch.empty(b, cfg["GCAP"], dtype=torch.int32, device=dev)
+    dummy = out
+    ban_arg = dummy if ban_t is None else ban_t
+    t_arg = dummy if ts is None else ts
+    t_val, _, p_val, omp_val, minp_val = scalars
+    common = dict(T_ROWS=ts is not None, IS_PROBS=is_probs, HAS_BAN=ban_t is not None, G=cfg["G"])
+    grid1 = (triton.cdiv(b, cfg["ROWS1"]), triton.cdiv(cfg["NG"], cfg["CG"]))
+    _group_max_kernel[grid1](x, x.stride(0), ban_arg, ban_stride, t_arg, gm, b, v, cfg["NG"], t_val,
+                             CG=cfg["CG"], SBG=cfg["SBG"], ROWS=cfg["ROWS1"], num_warps=cfg["num_warps1"],
+                             **common)
+    grid2 = (triton.cdiv(b, cfg["ROWS"]),)
+    _topk_draw_kernel[grid2](x, x.stride(0), ban_arg, ban_stride, seed.reshape(-1), t_arg,
+                             dummy if ps is None else ps, dummy if mps is None else mps, gm, cand, out,
+                             b, v, cfg["NG"], int(k), t_val, p_val, omp_val, minp_val,
+                             P_ROWS=ps is not None, MINP_ROWS=mps is not None, USE_P=use_p, USE_MINP=use_minp,
+                             GCAP=cfg["GCAP"], ET=cfg["ET"], CT=cfg["CT"], FB=cfg["FB"], NP=cfg["NP"],
+                             NPASS=cfg["NPASS"],
+                             ROWS=cfg["ROWS"], num_warps=cfg["num_warps"], **common)
+    return out
+
+
 def sample(scores: torch.Tensor, seed: torch.Tensor, temperature: torch.Tensor | None,
            temperature_value: float, top_k: torch.Tensor | None, top_k_value: int,
            top_p: torch.Tensor | None, top_p_value: float,
@@ -472,6 +853,11 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     use_k = ks is not None or 0 < top_k_value < v
     use_p = ps is not None or top_p_value < 1.0
     use_minp = mps is not None or min_p_value > 0.0
+    scalars = (float(temperature_value), int(min(max(top_k_value, 0), v)), float(top_p_value),
+               1.0 - float(top_p_value), float(min_p_value))
+    if fast_path_ok(b, v, ks, top_k_value, use_p, top_k_first):
+        return _sample_topk(x, seed, ts, top_k_value, ps, mps, ban_t, ban_stride, use_p, use_minp, is_probs,
+                            scalars, out)
     cfg = launch_config(b, v)
     nch, npiv, rows = cfg["NCH"], cfg["NP"], cfg["ROWS"]
     passes = search_passes(npiv)
@@ -490,8 +876,6 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     args = (x, x.stride(0), dummy if ban_t is None else ban_t, ban_stride, seed.reshape(-1),
             dummy if ts is None else ts, dummy if ks is None else ks, dummy if ps is None else ps,
             dummy if mps is None else mps, pmax, cnt, mass, zp, st, tk, gv, gi, b, v, nch)
-    scalars = (float(temperature_value), int(min(max(top_k_value, 0), v)), float(top_p_value),
-               1.0 - float(top_p_value), float(min_p_value))
     kw = dict(T_ROWS=ts is not None, K_ROWS=ks is not None, P_ROWS=ps is not None, MINP_ROWS=mps is not None,
               USE_K=use_k, USE_P=use_p, USE_MINP=use_minp, IS_PROBS=is_probs, HAS_BAN=ban_t is not None,
               TOP_K_FIRST=top_k_first, CHUNK=cfg["CHUNK"], BLOCK=cfg["BLOCK"], ROWS=rows, NP=npiv,
@@ -520,19 +904,20 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
 
 
 # --- ahead-of-time compile cases (rocm_inductor.providers.triton._aot) -----------------------------------
-# Kept small and separate: this sampler is being rewritten; the rewrite brings its own aot_cases().
+# The general (multi-launch search) path, still used for per-row k, k > 64, top-p first and top-p or
+# min-p alone; the top-k path's cases follow.
 
 #: Llama-3 vocabulary (128256) at decode batch 1 and 64 (issue 16's typical sizes).
 AOT_SHAPES = ((1, 128256), (64, 128256))
 
 
-def aot_cases() -> list[dict[str, Any]]:
+def _search_aot_cases() -> list[dict[str, Any]]:
     """The GPU launch shapes of :func:`_sample` for float32 logits with scalar top-k and top-p on.
 
     Launches of one call: maxima (PREV=0, CUR=0), top-k passes (1, 1), top-p passes (1, 2) / (2, 2), the draw
     (2, 3), then ``_pick_kernel``. At B=64 the top-p passes (CUR=2) spill with triton 3.6 (the GPU machine's:
     gfx942 30 SGPRs, sm_90 255 registers and 56 B of stack; AOT compile 2026-12-01), not with 3.9: marked
-    ``known_spill`` until the rewrite lands.
+    ``known_spill``.
     """
     ptr = {"X": "*fp32", "stride_x": "i32", "BAN": "*i64", "stride_ban": "i32", "SEED": "*i64",
            "T_PTR": "*i64", "K_PTR": "*i64", "P_PTR": "*i64", "MINP_PTR": "*i64", "PMAX": "*fp32",
@@ -547,7 +932,7 @@ def aot_cases() -> list[dict[str, Any]]:
         base = dict(T_ROWS=False, K_ROWS=False, P_ROWS=False, MINP_ROWS=False, USE_K=True, USE_P=True,
                     USE_MINP=False, IS_PROBS=False, HAS_BAN=False, TOP_K_FIRST=True,
                     **{k: cfg[k] for k in ("CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB")})
-        spill = "B=64 top-p pass spills with triton 3.6 (issue 16); the sampler is being rewritten"
+        spill = "B=64 top-p pass of the general path spills with triton 3.6 (issue 16)"
         for prev, cur in ((0, 0), (1, 1), (1, 2), (2, 2), (2, 3)):
             case = {"name": f"sample step PREV={prev} CUR={cur} B={b} V={v}", "fn": _step_kernel,
                     "signature": {**ptr, **{k: "constexpr" for k in flags}},
@@ -561,4 +946,39 @@ def aot_cases() -> list[dict[str, Any]]:
                           "signature": {"GV": "*fp32", "GI": "*i64", "OUT": "*i64", "B": "i32", "NCH": "i32",
                                         "ROWS": "constexpr", "NCHB": "constexpr"},
                           "constexprs": {"ROWS": frows, "NCHB": cfg["NCHB"]}, "num_warps": 4})
-    return cases
+
+
+def aot_cases() -> list[dict[str, Any]]:
+    """Representative compile cases of the top-k path at the launcher's GPU specialisations (HF chain
+    T=0.7, k=50, p=0.9 over float32 logits, V=128256 / 151936; min-p + per-row params + bf16 + ban), for the
+    ahead-of-time spill / work-group / LDS checks (preamble: sm_90, gfx942, gfx950)."""
+    cases = []
+    for name, dt, flags in (("f32_hf", "*fp32", dict(T_ROWS=False, P_ROWS=False, MINP_ROWS=False, USE_P=True,
+                                                     USE_MINP=False, IS_PROBS=False, HAS_BAN=False)),
+                            ("bf16_rows_minp_ban", "*bf16", dict(T_ROWS=True, P_ROWS=True, MINP_ROWS=True,
+                                                                 USE_P=True, USE_MINP=True, IS_PROBS=False,
+                                                                 HAS_BAN=True))):
+        sig1 = {"X": dt, "stride_x": "i32", "BAN": "*i1", "stride_ban": "i32", "T_PTR": "*fp32", "GM": "*fp32",
+                "B": "i32", "V": "i32", "NG": "i32", "t_val": "fp32", "T_ROWS": "constexpr",
+                "IS_PROBS": "constexpr", "HAS_BAN": "constexpr", "G": "constexpr", "CG": "constexpr",
+                "SBG": "constexpr", "ROWS": "constexpr"}
+        for cg in (32, 512):
+            cases.append({"name": f"group_max_{name}_cg{cg}", "fn": _group_max_kernel, "signature": sig1,
+                          "constexprs": {"T_ROWS": flags["T_ROWS"], "IS_PROBS": False, "HAS_BAN": flags["HAS_BAN"],
+                                         "G": GROUP, "CG": cg, "SBG": min(cg, FAST_TILE // GROUP), "ROWS": 1},
+                          "num_warps": 4})
+        sig2 = {"X": dt, "stride_x": "i32", "BAN": "*i1", "stride_ban": "i32", "SEED": "*i64", "T_PTR": "*fp32",
+                "P_PTR": "*fp64", "MINP_PTR": "*fp32", "GM": "*fp32", "CAND": "*i32", "OUT": "*i64", "B": "i32",
+                "V": "i32", "NG": "i32", "k_val": "i32", "t_val": "fp32", "p_val": "fp32", "omp_val": "fp32",
+                "minp_val": "fp32"}
+        sig2.update({c: "constexpr" for c in ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS",
+                                              "HAS_BAN", "G", "GCAP", "ET", "CT", "FB", "NP", "NPASS", "ROWS")})
+        for v in (128256, 151936):
+            g = GROUP if v <= GROUP_WIDE_VOCAB else 2 * GROUP
+            et = triton.next_power_of_2(triton.cdiv(v, g))
+            npiv = FAST_NPIV if GROUP_CAP * g <= 2048 else FAST_NPIV_WIDE
+            cases.append({"name": f"topk_draw_{name}_v{v}", "fn": _topk_draw_kernel, "signature": sig2,
+                          "constexprs": {**flags, "G": g, "GCAP": GROUP_CAP, "ET": et, "CT": GROUP_CAP * g,
+                                         "FB": FAST_TILE, "NP": npiv, "NPASS": search_passes(npiv), "ROWS": 1},
+                          "num_warps": NUM_WARPS2})
+    return cases + _search_aot_cases()
