@@ -48,11 +48,12 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         "fused_add_rms_norm": ("triton", "flashinfer"),
         # FlashInfer has no sigmoid gate: our Triton kernel only.
         "sigmoid_gate": ("triton",),
-        # sample: our capture-safe Triton kernel first. H200, same run (benchmarks/RESULTS.md, 2026-11-29):
-        #   HF chain T=0.7 k=50 p=0.9, B=1: 74 / 83 us at V=32000 / 128256 vs Inductor 168 / 250 us and
-        #   eager 176 / 327 us; B=16: 193 / 537 us vs eager 282 / 655 us (Inductor crashes for B > 1).
-        #   FlashInfer 0.5.3 reads host RNG state (no seed/offset tensors before 0.6.4): refused under CUDA
-        #   graphs, and 871-1336 us per call in an eager loop there; only when Triton is unavailable.
+        # sample: our capture-safe Triton kernel first. H200, op alone in CUDA graphs (benchmarks/RESULTS.md,
+        #   2026-12-01): HF chain T=0.7 k=50 p=0.9 at V=128256, 31.6 / 32.2 / 34.7 / 37.8 us at B = 1 / 8 / 32 /
+        #   64 (top-k path) vs FlashInfer 0.6.18 (device seed, graph) 115.7 / 139.6 / 165.0 / 235.8 us and 0.5.3
+        #   (eager calls) 223.7 / 241.5 / 346.8 / 322.0 us. Top-p alone (our general path) loses to FlashInfer
+        #   0.6.18 from B = 8 (179.9 vs 65.8 us); the order is per op, so Triton stays first. FlashInfer 0.5.3
+        #   reads host RNG state (no seed/offset tensors before 0.6.4): refused under CUDA graphs.
         "sample": ("triton", "flashinfer"),
         # rope: Triton only (FlashInfer needs a position-indexed float32 table). rope_cached: FlashInfer
         #   (head dims 64/128/256/512), then Triton. Not yet measured: benchmarks/bench_rope.py.
@@ -94,15 +95,20 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     #   tokens up (the extern op needs its own q/k/cos/sin layouts, copies Inductor fuses away); the op alone
     #   is 0.85-1.24x.
     #   ROCm: off too until measured there. Enable with options={"passes": {"rope": True}}.
-    # attention: ON for cuda and rocm, pending H200 measurement (issue 13): the whole decode step of
-    #   benchmarks/bench_decode_attention.py must show it >= 1.00x Inductor at every bucket (CPU: off).
+    # attention, cuda: ON. Measured on the H200 (2026-12-01, benchmarks/RESULTS.md "Decode attention"): the whole
+    #   decode step with every layer's attention on our split-KV kernel runs 1.09x / 1.39x / 2.15x Inductor at
+    #   B = 1 / 8 / 32 (Llama-3.2-1B, 1024 slots), 1.26x / 2.16x / 3.70x at 4096 slots, gemma-2b 1.02x / 1.14x /
+    #   1.41x, Qwen3-0.6B B=1 1.08x; never below 1.00x where measured.
+    # attention, rocm: OFF until measured on MI300X/MI355X: the kernel is verified on CPU (interpreter) and in
+    #   gfx942/gfx950 AOT compiles only (no scratch; SGPRs spill to VGPR lanes in the split-KV variant). Enable
+    #   with options={"passes": {"attention": True}}.
     # all_reduce_norm: OFF everywhere. Not measured: it needs 2 GPUs (benchmarks/bench_tp.py, issue 18); the
     #   CPU gloo tests show only that it matches and is exact. Enable with options={"passes":
     #   {"all_reduce_norm": True}} (it rewrites what the rms_norm pass left, so keep that pass on).
     # gemm_merge: OFF until measured (issue 19): benchmarks/bench_decode_gemm.py times q/k/v and gate/up per
     #   layer (separate / concatenated cuBLAS / ours / HBM floor) and the whole decode step; turn it on where
     #   the step is >= 1.00x Inductor at every bucket. ROCm: verified on CPU stand-ins only.
-    "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False, "attention": True,
+    "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False, "attention": False,
              "all_reduce_norm": False, "gemm_merge": False},
     "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": True, "rope": False, "attention": True,
              "all_reduce_norm": False, "gemm_merge": False},

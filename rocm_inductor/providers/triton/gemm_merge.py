@@ -536,6 +536,11 @@ def aot_cases() -> list[dict]:
     red_sig.update({n: "i32" for n in ("M", "N0", "N1", "N2", "N3", "C1", "C2", "C3", "NTOT")})
     red_sig.update({n: "constexpr" for n in ("NUM_W", "HB0", "HB1", "HB2", "HB3", "SPLIT_K", "BLOCK_M", "BLOCK_N",
                                              "MANUAL_BF16")})
+    # triton 3.9 + cuobjdump, 2026-12-01: these two show 8 B of stack on sm_90 (none on gfx942/gfx950); the
+    # ptxas -v check at development time reported no spills. Reported, not failed; not measured on a GPU.
+    for c in cases:
+        if c["name"] in ("qkv_llama1b_m1_bf16", "qkv_bias_m4_fp16"):
+            c["known_spill"] = "8 B of stack on sm_90 with triton 3.9 (cuobjdump STACK); no AMD scratch"
     cases.append({"name": "splitk_reduce_bf16", "fn": _reduce_kernel, "signature": red_sig,
                   "constexprs": {"NUM_W": 3, "HB0": True, "HB1": True, "HB2": True, "HB3": False, "SPLIT_K": 4,
                                  "BLOCK_M": 16, "BLOCK_N": 32, "MANUAL_BF16": False}, "num_warps": 4})

@@ -312,9 +312,14 @@ def aot_cases() -> list[dict[str, Any]]:
                                            ("cached_bf16_d128", "bf16", True, False, 128, 128),
                                            ("gptj_partial_fp16_d256", "fp16", False, True, 64, 256)):
         block_h, block_t, rows, warps = launch_config(rd, d)
-        cases.append({"name": name, "fn": _rope_kernel, "signature": sig(dt, cached),
-                      "constexprs": {"INTERLEAVED": inter, "HALF_TABLE": cached, "CACHED": cached,
-                                     "HAS_TAIL": rd < d, "BLOCK_H": block_h, "BLOCK_T": block_t, "ROWS": rows,
-                                     "CT": tl.float32},
-                      "num_warps": warps})
+        case = {"name": name, "fn": _rope_kernel, "signature": sig(dt, cached),
+                "constexprs": {"INTERLEAVED": inter, "HALF_TABLE": cached, "CACHED": cached,
+                               "HAS_TAIL": rd < d, "BLOCK_H": block_h, "BLOCK_T": block_t, "ROWS": rows,
+                               "CT": tl.float32},
+                "num_warps": warps}
+        if d == 256:
+            # triton 3.9, 2026-12-01: 333 SGPRs spill on gfx942/gfx950 and 1192 B of stack on sm_90 at
+            # head_dim 256 (the ROWS x BLOCK_H tile of both halves); the pass is off by default (policy).
+            case["known_spill"] = "head_dim 256 GPT-J partial rotary spills on every target (triton 3.9)"
+        cases.append(case)
     return cases
