@@ -243,18 +243,152 @@ def patterns() -> PatternMatcherPass:
     return pm
 
 
-def _leftovers(graph: Graph, ctx: PassContext) -> None:
-    """Report RMSNorm-shaped subgraphs (rsqrt(mean(x^2) + eps)) that no pattern rewrote."""
-    for n in graph.find_nodes(op="call_function", target=aten.rsqrt.default):
-        a = n.args[0]
-        m = a.args[0] if isinstance(a, Node) and a.target is aten.add.Tensor else None
-        if not (isinstance(m, Node) and m.target is aten.mean.dim and isinstance(m.args[0], Node)
-                and m.args[0].target is aten.pow.Tensor_Scalar and m.args[0].args[1] == 2):
+# ---------------------------------------------------------------------------------------------------------
+# Discovery: every rsqrt(mean(x^2) + eps) the patterns left is a candidate; its region is extracted, its
+# parameters read off it and the rewrite verified against the op's reference (passes/discover.py).
+_CONVERT = torch.ops.prims.convert_element_type.default
+#: Ops a norm's output chain may pass through after the rsqrt (elementwise, same values up to rounding).
+_CHAIN_OPS = (aten.mul.Tensor, _CONVERT, aten.div.Tensor)
+
+
+def _strip_casts(n: Any) -> Any:
+    while isinstance(n, Node) and n.target is _CONVERT:
+        n = n.args[0]
+    return n
+
+
+def _anchor_parts(rs: Node) -> tuple[Node, Any] | None:
+    """(the squared tensor's source x, eps) when ``rs`` is rsqrt(mean(x^2, -1, keepdim) [+ eps])."""
+    a = rs.args[0]
+    eps: Any = 0.0
+    if isinstance(a, Node) and a.target is aten.add.Tensor and len(a.args) == 2:
+        a, eps = a.args
+    if not (isinstance(a, Node) and a.target is aten.mean.dim and list(a.args[1]) == [-1]
+            and len(a.args) > 2 and a.args[2]):
+        return None
+    p = a.args[0]
+    if not (isinstance(p, Node) and p.target is aten.pow.Tensor_Scalar and p.args[1] == 2):
+        return None
+    return _strip_casts(p.args[0]), eps
+
+
+def _weight_root(e: Node, x: Node) -> tuple[Node, float] | None:
+    """(weight, offset) for a multiplied operand spelled ``w``, ``w.float()`` or ``1 + w.float()``."""
+    n, offset = _strip_casts(e), 0.0
+    if n.target is aten.add.Tensor and len(n.args) == 2 and isinstance(n.args[1], (int, float)) \
+            and isinstance(n.args[0], Node):
+        n, offset = _strip_casts(n.args[0]), float(n.args[1])
+    v = n.meta.get("val") if isinstance(n, Node) else None
+    if v is None or n is x or v.ndim != 1:
+        return None
+    return n, offset
+
+
+def _chain(rs: Node, x: Node) -> list[tuple[Node, Node | None, float]]:
+    """The single-user elementwise chain below ``rs``: (node, weight or None, offset) per node."""
+    out, cur, w, off = [], rs, None, 0.0
+    while len(cur.users) == 1:
+        u = next(iter(cur.users))
+        if u.target not in _CHAIN_OPS or u.op != "call_function":
+            break
+        if u.target is aten.mul.Tensor:
+            other = u.args[1] if u.args[0] is cur else u.args[0]
+            if not isinstance(other, Node):
+                break
+            if _strip_casts(other) is not x:
+                wr = _weight_root(other, x)
+                if wr is None or w is not None:
+                    break
+                w, off = wr
+        elif u.target is aten.div.Tensor:
+            break
+        out.append((u, w, off))
+        cur = u
+    return out
+
+
+def _rms64(x, w, eps, offset):
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return (y if w is None else y * (w + offset),)
+
+
+def _discover(graph: Graph, ctx: PassContext) -> None:
+    """Find, verify and rewrite the RMSNorms the pattern family missed; report every other candidate."""
+    from ..providers.reference import rms_norm_ref
+    from . import discover
+
+    for rs in list(graph.find_nodes(op="call_function", target=aten.rsqrt.default)):
+        if rs.graph is not graph or not rs.users:
             continue
-        ctx.near_miss(n.name, NearMiss(
-            "rms_norm", "RMSNorm", "not rewritten: an intermediate is used elsewhere (training graph: "
-            "backward keeps it; or the model reads the variance), or the weight step is a spelling we "
-            "do not know", location_of(n)), overwrite=False)
+        parts = _anchor_parts(rs)
+        if parts is None:
+            continue
+        x, eps = parts
+        where = location_of(rs)
+
+        def miss(reason: str, anchor: Node = rs, where: str = where) -> None:
+            ctx.near_miss(anchor.name, NearMiss("rms_norm", "RMSNorm", reason, where), overwrite=False)
+
+        xv = x.meta.get("val")
+        if _is_mean_subtracted(x):
+            miss("LayerNorm (mean subtracted), not RMSNorm: left to Inductor")
+            continue
+        if isinstance(eps, Node) or not isinstance(eps, (int, float)):
+            miss("eps is a tensor, not a compile-time constant: left to Inductor")
+            continue
+        if xv is None or not xv.is_floating_point():
+            miss("input is not a floating-point tensor")
+            continue
+        chain = [(n, w, off) for n, w, off in _chain(rs, x)
+                 if tuple(n.meta["val"].shape) == tuple(xv.shape) and n.meta["val"].dtype == xv.dtype]
+        if not chain:
+            miss("no output of the input's shape and dtype below the rsqrt (an intermediate is used "
+                 "elsewhere: training graph, or the model reads the variance; or the output is promoted)")
+            continue
+        last_reason = ""
+        for out, w, offset in reversed(chain):  # longest region first (it includes the weight)
+            wv = w.meta.get("val") if w is not None else None
+            if wv is not None and not _same(wv.shape[0], xv.shape[-1]):
+                last_reason = f"weight shape {tuple(wv.shape)} is not (hidden,) = ({xv.shape[-1]},)"
+                continue
+            region = discover.extract([x] + ([w] if w is not None else []), [out])
+            if isinstance(region, str):
+                last_reason = region
+                continue
+            e, off = float(eps), offset
+            verdict = discover.verify(
+                region, "rms_norm", (e, off, w is not None),
+                (lambda x_, w_=None, e=e, off=off: _rms64(x_, w_, e, off)),
+                (lambda x_, w_=None, e=e, off=off: (rms_norm_ref(x_, w_, e, off),)))
+            if not verdict.ok:
+                last_reason = f"verification failed: {verdict.reason}"
+                continue
+            min_h = NORM_MIN_HIDDEN.get(PlatformDispatch.platform().kind, 0)
+            h = xv.shape[-1]
+            if ctx.options.provider_for("rms_norm") is None and isinstance(h, int) and h < min_h:
+                last_reason = (f"normalised size {h} < policy.NORM_MIN_HIDDEN={min_h}: left to Inductor; force "
+                               "a provider to rewrite it")
+                break
+            choice = ctx.choose("rms_norm", norm_spec(xv, wv, off, False))
+            if choice.provider is None:
+                last_reason = choice.why_not
+                break
+            from .canonicalize import insert_call
+
+            new = insert_call(graph, out, torch.ops.rocm_fused.rms_norm.default,
+                              (x, w, e, off, choice.provider), like=rs)
+            out.replace_all_uses_with(new)
+            shape, dtype = describe(xv)
+            note = "; ".join(s for s in ("found by discovery, verified" + (" (cached)" if verdict.cached else ""),
+                                         verdict.note, *choice.reasons) if s)
+            ctx.matched(rs.name, MatchRecord("rms_norm", "rms_norm", choice.provider, shape, dtype, where, note))
+            graph.eliminate_dead_code()
+            break
+        else:
+            miss(f"not rewritten: {last_reason}")
+            continue
+        if last_reason and rs.graph is graph and rs.users:
+            miss(f"not rewritten: {last_reason}")
 
 
 class RMSNormPass:
@@ -269,4 +403,4 @@ class RMSNormPass:
         # (Gemma's 1 + w placed next to its use) must then move up.
         stable_topological_sort(graph)
         graph.eliminate_dead_code()
-        _leftovers(graph, ctx)
+        _discover(graph, ctx)
