@@ -195,6 +195,46 @@ def _draw(n: Node) -> Chain | None:
     return None
 
 
+def _uniform(u: Any) -> bool:
+    """``u`` is a uniform draw: Inductor's ``inductor_random(..., "rand")`` or ``aten.rand`` / ``rand_like``."""
+    if _is(u, prims.inductor_random.default):
+        return u.args[2] == "rand"
+    return _is(u, aten.rand.default, aten.rand_like.default)
+
+
+def _gumbel_noise(g: Any) -> bool:
+    """``g`` is ``log(-log(u))`` (minus Gumbel noise), u uniform."""
+    if not (_is(g, aten.log.default) and _is(g.args[0], aten.neg.default)):
+        return False
+    inner = g.args[0].args[0]
+    return _is(inner, aten.log.default) and _uniform(inner.args[0])
+
+
+def _gumbel_draw(n: Node) -> Chain | None:
+    """Gumbel-max: ``argmax(s - log(-log(u)), -1)`` (equivalently ``s + Gumbel``), a draw from softmax(s)."""
+    if not (_is(n, aten.argmax.default) and len(n.args) >= 2 and _last_dim(n.args[0], n.args[1])):
+        return None
+    a = n.args[0]
+    if not (_is(a, aten.sub.Tensor) and len(a.args) == 2 and a.kwargs.get("alpha", 1) == 1):
+        return None
+    s, g = a.args
+    if not (isinstance(s, Node) and _gumbel_noise(g) and _ndim(s) == 2) or tuple(_val(g).shape) != tuple(_val(s).shape):
+        return None
+    keep = bool(n.args[2]) if len(n.args) > 2 else bool(n.kwargs.get("keepdim", False))
+    return Chain(n, s, keep)
+
+
+def _escaping_probs(n: Node) -> Node | None:
+    """The probabilities the draw at ``n`` reads when they are also used elsewhere (gpt-fast returns them)."""
+    if _is(n, aten.multinomial.default):
+        p = n.args[0]
+    elif _is(n, aten.argmax.default) and _is(n.args[0], aten.div.Tensor):
+        p = n.args[0].args[0]
+    else:
+        return None
+    return p if isinstance(p, Node) and len(p.users) > 1 else None
+
+
 # -- filter stages: each returns (upstream scores, params) or None --------------------------------------
 def _masked(s: Node) -> tuple[Node, Node] | None:
     """``where(mask, -inf, s0)`` -> (mask, s0)."""
@@ -578,10 +618,13 @@ class SamplingPass:
         for n in list(graph.nodes):
             if n.op != "call_function" or n.graph is not graph:
                 continue
-            c = _draw(n)
+            c = _draw(n) or _gumbel_draw(n)
             if c is None:
                 continue
             where = location_of(n)
+            escaped = _escaping_probs(n) if not c.is_probs else None
+            if escaped is not None:  # the filtered distribution is needed anyway: draw on it, filters stay
+                c = Chain(n, escaped, c.keepdim, is_probs=True)
             sv = _val(c.scores)
             if not isinstance(sv, torch.Tensor) or sv.ndim != 2 or not sv.is_floating_point():
                 ctx.near_miss(n.name, NearMiss("sampling", "sampling draw", "scores are not a 2D float "
@@ -603,7 +646,9 @@ class SamplingPass:
             graph.erase_node(n)
             shape, dtype = describe(_val(c.scores))
             filters = "+".join(reversed(c.order)) or ("probs" if c.is_probs else "plain")
-            ctx.matched(n.name, MatchRecord("sampling", "sample", choice.provider, shape, dtype, where))
+            note = ("the filtered distribution escapes (also used or returned): the draw is rewritten on the "
+                    "probabilities (is_probs), the filters stay in Inductor") if escaped is not None else ""
+            ctx.matched(n.name, MatchRecord("sampling", "sample", choice.provider, shape, dtype, where, note))
             graph.eliminate_dead_code()
             left = _upstream_sort(c.scores) if c.stopped_at or not c.order else None
             reasons = ([c.stopped_at] if c.stopped_at else []) + c.notes
