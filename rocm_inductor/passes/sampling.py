@@ -185,7 +185,7 @@ def _draw(n: Node) -> Chain | None:
     if _is(n, aten.argmax.default) and len(n.args) >= 2 and _is(n.args[0], aten.div.Tensor):
         p, q = n.args[0].args
         if not (isinstance(p, Node) and isinstance(q, Node) and _ndim(p) == 2 and _last_dim(p, n.args[1])
-                and _exponential_of(q)):
+                and (_exponential_of(q) or _exponential_of(_strip_converts(q)))):  # bf16 probs: cast noise
             return None
         if tuple(_val(q).shape) != tuple(_val(p).shape):
             return None
@@ -608,6 +608,40 @@ def _upstream_sort(start: Node) -> Node | None:
     return None
 
 
+_RANDOM = (prims.inductor_random.default, aten.rand.default, aten.rand_like.default, aten.exponential.default,
+           aten.multinomial.default, aten.randn.default, aten.randn_like.default)
+
+
+def _random_ancestor(n: Node, depth: int = 6) -> Node | None:
+    """A random op among the ancestors of ``n`` within ``depth`` steps (a draw's noise), else None."""
+    frontier, seen = [n], set()
+    for _ in range(depth):
+        nxt = []
+        for m in frontier:
+            for a in m.all_input_nodes:
+                if a in seen:
+                    continue
+                seen.add(a)
+                if _is(a, *_RANDOM):
+                    return a
+                nxt.append(a)
+        frontier = nxt
+    return None
+
+
+def _unrecognised_draws(graph: Graph, ctx: PassContext) -> None:
+    """Report random draws left in the graph (a multinomial, an argmax over noise): silence is a bug."""
+    for n in graph.nodes:
+        if _is(n, aten.multinomial.default):
+            why = "multinomial with more than one sample, a generator, or probabilities that are not (B, V)"
+        elif _is(n, aten.argmax.default) and _random_ancestor(n) is not None:
+            why = "an argmax over random noise that is neither the exponential race nor Gumbel-max we know"
+        else:
+            continue
+        ctx.near_miss(n.name, NearMiss("sampling", "sampling draw", f"not rewritten: {why}", location_of(n)),
+                      overwrite=False)
+
+
 class SamplingPass:
     """The sampling pass (see module docstring)."""
 
@@ -658,3 +692,4 @@ class SamplingPass:
                 ctx.near_miss(f"{n.name}:filters", NearMiss(
                     "sampling", f"filters above the rewritten draw ({filters})",
                     "; ".join(reasons) + "; it stays in Inductor", location_of(left) or where))
+        _unrecognised_draws(graph, ctx)
