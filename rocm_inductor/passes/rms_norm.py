@@ -62,6 +62,8 @@ _EPS = 1e-6  # placeholder traced into the pattern; scalar_workaround turns it i
 
 def _mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a * b`` with type promotion spelled out, as ``canonicalize`` leaves it."""
+    if not isinstance(b, torch.Tensor):  # the weight wildcard re-traced with a number (``norm * 2.0``)
+        return a * b
     dt = torch.promote_types(a.dtype, b.dtype)
     return a.to(dt) * b.to(dt)
 
@@ -163,6 +165,8 @@ def _check(op: str, offset: float, residual: bool):
         ctx = current_context()
         kw = match.kwargs
         x_node, w_node = kw["x"], kw.get("w")
+        if "w" in kw and not isinstance(w_node, Node):
+            return False  # a number in the weight's place (``norm * 2.0``) is no weight: not this form
         rsqrt = _rsqrt_of(match.nodes)
         anchor_node = rsqrt or match.output_nodes()[0]
         # torch 2.11 hands extra_check the match of the pattern re-traced with the real eps, where eps is a
@@ -294,8 +298,9 @@ def _chain(rs: Node, x: Node) -> list[tuple[Node, Node | None, float]]:
         if u.target is aten.mul.Tensor:
             other = u.args[1] if u.args[0] is cur else u.args[0]
             if not isinstance(other, Node):
-                break
-            if _strip_casts(other) is not x:
+                if other != 1:  # ``1 / sqrt`` leaves ``rsqrt * 1``; another scale is not the op's
+                    break
+            elif _strip_casts(other) is not x:
                 wr = _weight_root(other, x)
                 if wr is None or w is not None:
                     break
