@@ -14,6 +14,14 @@ multiply after a weightless norm, exactly as eager rounds it. Scaled residuals (
 ``residual + h * m``) keep the scale as a multiply and fuse the add. Training graphs keep intermediates
 for backward, so nothing matches there (reported as a near-miss).
 
+Discovery (issue 15) after the pattern family: every ``rsqrt(mean(x^2, -1) + eps)`` left is a candidate (the
+division, ``1 / sqrt`` and ``pow(-0.5)`` spellings reach this form through ``canonicalize``); the single-user
+elementwise chain below it gives the output (the longest one of x's shape and dtype first), its multiplied
+(H,) operand the weight (``w``, ``w.float()``, ``1 + w.float()`` -> offset), the add the eps; the region is
+extracted and verified against ``rms_norm_ref`` on random inputs (passes/discover.py) before the rewrite. That
+covers norms computed without an upcast (FLA/Mamba references, ImageGPT), ``x / sqrt(...)``, and weightless
+norms whose final multiply is in the input dtype (DeepSeek-V4). A candidate not rewritten is a near-miss.
+
    x ──► up ──► pow2 ─► mean ─► +eps ─► rsqrt ─┐                x ─┐
          └──────────────────────────────────── * ─► down ─► *w     ├─► rocm_fused::rms_norm(x, w, eps)
 """

@@ -14,6 +14,14 @@ Around a rotation the pass folds, repeatedly:
   once to q's dtype (the same single rounding eager does) (SPELLINGS RoPE 2, 5);
 - partial rotary: ``x = q[..., :rd]`` and the only use of ``out`` is ``cat([out, q[..., rd:]], -1)`` -> the
   op rotates the first rd features of q and copies the tail (RoPE 3).
+Discovery (issue 15): the rotation spelled as two linear combinations ``o1 = x0 * cos - x1 * sin``,
+``o2 = x1 * cos + x0 * sin`` of x's two parts -- halves (``chunk`` / slices: GPT-OSS, vLLM ``forward_native``
+NeoX), even/odd features (vLLM GPT-J) or pairs (``x.reshape(..., d/2, 2)[..., 0 | 1]``: gpt-fast and ChatGLM,
+whose table stores cos and sin interleaved) -- reassembled by ``cat`` (halves) or ``stack(...).flatten(-2)``;
+and ``x * cos + rot(x) * sin`` where float32 tables promote q and rot(q) separately (transformers 5.24 FlexOlmo,
+cast back with ``.to(q.dtype)``). The op's cos/sin are read off o1 (half tables); o2, the signs and the tables'
+roles are left to verification: the region is evaluated against ``rope_ref`` on random inputs
+(passes/discover.py) and only then rewritten; a near-rotation that fails is a near-miss naming the check.
 Rotations that share c and s (the same nodes, after canonicalize's CSE) are paired in graph order into one
 op for q and k (one launch); an unpaired rotation gets an op with ``k=None``.
 

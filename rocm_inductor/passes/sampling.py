@@ -20,6 +20,11 @@ Covers (post-grad ATen graph, after ``canonicalize``), walking *up* from the ran
   broadcastable per row (HF's min-new-tokens EOS mask, or a min-p mask the op can't apply itself; the mask stays
   an Inductor-computed input, which is exact).
 
+Also (issue 15): the Gumbel-max draw ``argmax(s - log(-log(u)), -1)`` (a draw from softmax(s)); an exponential
+noise cast to the probabilities' dtype (gpt-fast in bf16); and, when the probabilities the draw reads are also
+used elsewhere (gpt-fast's ``sample`` returns them), the draw alone is rewritten on them (``is_probs``) and the
+filters stay in Inductor (the match note says so). A random draw left in the graph is a near-miss.
+
 Parameters come from the graph (k from ``topk``, p = 1 - the ``le`` threshold or the ``top_p`` tensor under
 ``1 - top_p``, min_p from the ``mul``, T from the ``div``).
 Deliberately left alone: greedy ``argmax(logits)`` (nothing random: Inductor's kernel is right); ``multinomial``

@@ -9,6 +9,9 @@ Covers (after ``canonicalize``), in float16/bfloat16/float32, static or dynamic 
   dtype (no broadcast) and the product feeds a projection (``mm``/``addmm``/``bmm`` activation operand,
   through views). Feeding a projection is what makes the extern op free: the matmul ends Inductor's
   fusion anyway, while a product that feeds more elementwise ops is better left fused (reported).
+- through casts (discovery, issue 15): ``x * sigmoid(g.float()).to(x.dtype)`` (BailingHybrid's spelling),
+  ``(x.float() * sigmoid(g.float())).to(x.dtype)`` (Inkling2), ``(x * sigmoid(g.float())).to(x.dtype)``: found
+  from the sigmoid, verified against ``sigmoid_gate_ref`` on random inputs (passes/discover.py), rewritten;
 Deliberately left alone (silently: they are not this op):
 - SiLU ``x * sigmoid(x)`` (operands from one tensor; ``F.silu`` reaches this graph already decomposed to
   ``x / (1 + exp(-x))`` and never matches);
