@@ -234,3 +234,23 @@ def test_sampler_spelling_rewritten(name):
 def test_greedy_left_alone():
     _, (g,) = compile_run(S.greedy, torch.randn(4, 1, 8))
     assert g.after[SAMPLE] == 0 and not [n for n in g.report.near_misses if n.pass_name == "sampling"]
+
+
+def test_discovery_with_symbolic_sizes():
+    """Discovered RoPE and RMSNorm under a dynamic sequence / batch: verification replaces the symbols by small
+    concrete sizes and the rewrite holds."""
+    q = torch.randn(2, 4, 5, 16, dtype=torch.bfloat16)
+    c, s = R.hf_tables(2, 5, 16, torch.bfloat16)
+    c, s = c[..., :8].contiguous(), s[..., :8].contiguous()
+    for t, d in ((q, 2), (c, 1), (s, 1)):
+        torch._dynamo.maybe_mark_dynamic(t, d)
+    out, (g,) = compile_run(R.gpt_oss_rope, q, q, c, s, dynamic=None)
+    assert g.after[ROPE] == 1 and not g.report.near_misses
+    assert_contract(out[0], R.gpt_oss_rope(q, q, c, s)[0], R.gpt_oss_rope(q.double(), q, c.double(), s.double())[0])
+    x = torch.randn(6, 64, dtype=torch.bfloat16)
+    torch._dynamo.maybe_mark_dynamic(x, 0)
+    m = Single(DISCOVERED["fla_no_upcast"]().to(torch.bfloat16))
+    out, (g,) = compile_run(m, x, x, dynamic=None)
+    assert g.after[RMS] == 1 and not g.report.near_misses
+    with torch.no_grad():
+        assert_contract(out, m(x, x), rms_norm_64(x, m.n.weight, m.n.eps))
