@@ -24,13 +24,11 @@ SAMPLE = "rocm_fused.sample.default"
 
 # -- RMSNorm ---------------------------------------------------------------------------------------------
 def _norm_case(name, dtype):
-    if name in DISCOVERED:
-        return DISCOVERED[name]
-    return MORE[name]
+    return {**DISCOVERED, **MORE}[name]
 
 
-@pytest.mark.parametrize("name,dtype", [(n, d) for n in DISCOVERED for d in (torch.bfloat16, torch.float16)]
-                         + [(n, torch.bfloat16) for n in MORE])
+@pytest.mark.parametrize("name,dtype", [(n, torch.bfloat16) for n in {**DISCOVERED, **MORE}]
+                         + [("fla_no_upcast", torch.float16), ("imagegpt_div", torch.float32)])
 def test_norm_spelling_rewritten(name, dtype):
     torch.manual_seed(0)
     norm = _norm_case(name, dtype)().to(dtype)
