@@ -252,3 +252,20 @@ def test_discovery_with_symbolic_sizes():
     assert g.after[RMS] == 1 and not g.report.near_misses
     with torch.no_grad():
         assert_contract(out, m(x, x), rms_norm_64(x, m.n.weight, m.n.eps))
+
+
+def test_discovered_norm_fuses_the_residual_add():
+    """A discovered spelling (FLA's no-upcast reference) in HF's pre-norm block: the residual add whose sum is
+    also used becomes fused_add_rms_norm, like the pattern family's spellings."""
+    from norm_spellings import PreNorm
+
+    torch.manual_seed(0)
+    m = PreNorm(DISCOVERED["fla_no_upcast"]).to(torch.bfloat16)
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    out, (g,) = compile_run(m, x, x)
+    assert (g.after["rocm_fused.fused_add_rms_norm.default"], g.after[RMS]) == (2, 1), g.after
+    assert g.after["aten.sqrt.default"] == g.after["aten.rsqrt.default"] == 0
+    with torch.no_grad():
+        ref = PreNorm(DISCOVERED["fla_no_upcast"]).double()
+        ref.load_state_dict({k: v.double() for k, v in m.state_dict().items()})
+        assert_contract(out, m(x, x), ref(x.double(), x.double()))

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 from typing import Any
 
 import torch
@@ -325,6 +326,51 @@ def _rms64(x, w, eps, offset):
     return (y if w is None else y * (w + offset),)
 
 
+def _residual_operands(x: Node, w: Node | None, order: dict[Node, int]) -> tuple[Node, Node] | None:
+    """(a, b) when the norm's input is ``a + b`` of one shape and dtype whose sum is also used elsewhere (the
+    residual stream) and the weight is defined before it: the fused residual-add form applies."""
+    if x.target is not aten.add.Tensor or len(x.args) != 2 or x.kwargs or len(x.users) < 2:
+        return None
+    a, b = x.args
+    if not (isinstance(a, Node) and isinstance(b, Node)):
+        return None
+    va, vb, vx = a.meta.get("val"), b.meta.get("val"), x.meta.get("val")
+    if va is None or vb is None or not (va.dtype == vb.dtype == vx.dtype) \
+            or tuple(va.shape) != tuple(vx.shape) or tuple(vb.shape) != tuple(vx.shape):
+        return None
+    if w is not None and order.get(w, len(order)) > order[x]:
+        return None
+    return a, b
+
+
+def _emit_discovered(graph: Graph, ctx: PassContext, x: Node, w: Node | None, eps: float, offset: float,
+                     out: Node, rs: Node, choice: Any) -> str:
+    """Replace a verified norm region (``x`` .. ``out``) by ``rms_norm``, or by ``fused_add_rms_norm`` when ``x``
+    is a residual add whose sum is used elsewhere (both outputs then replace the add and the norm)."""
+    from .canonicalize import insert_call
+
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    res = _residual_operands(x, w, order)
+    if res is not None:
+        spec = norm_spec(x.meta["val"], w.meta.get("val") if w is not None else None, offset, True)
+        fused = ctx.choose("fused_add_rms_norm", spec)
+        if fused.provider is not None:
+            ctx.pending = fused
+            before = x.next
+            op = insert_call(graph, before, torch.ops.rocm_fused.fused_add_rms_norm.default,
+                             (res[0], res[1], w, eps, offset, fused.provider), like=rs)
+            y = insert_call(graph, before, operator.getitem, (op, 0), like=rs)
+            s_ = insert_call(graph, before, operator.getitem, (op, 1), like=x)
+            out.replace_all_uses_with(y)
+            x.replace_all_uses_with(s_)
+            return "fused_add_rms_norm"
+    ctx.pending = choice
+    new = insert_call(graph, out, torch.ops.rocm_fused.rms_norm.default, (x, w, eps, offset, choice.provider),
+                      like=rs)
+    out.replace_all_uses_with(new)
+    return "rms_norm"
+
+
 def _discover(graph: Graph, ctx: PassContext) -> None:
     """Find, verify and rewrite the RMSNorms the pattern family missed; report every other candidate."""
     from ..providers.reference import rms_norm_ref
@@ -386,15 +432,11 @@ def _discover(graph: Graph, ctx: PassContext) -> None:
             if choice.provider is None:
                 last_reason = choice.why_not
                 break
-            from .canonicalize import insert_call
-
-            new = insert_call(graph, out, torch.ops.rocm_fused.rms_norm.default,
-                              (x, w, e, off, choice.provider), like=rs)
-            out.replace_all_uses_with(new)
+            op = _emit_discovered(graph, ctx, x, w, e, off, out, rs, choice)
             shape, dtype = describe(xv)
             note = "; ".join(s for s in ("found by discovery, verified" + (" (cached)" if verdict.cached else ""),
-                                         verdict.note, *choice.reasons) if s)
-            ctx.matched(rs.name, MatchRecord("rms_norm", "rms_norm", choice.provider, shape, dtype, where, note))
+                                         verdict.note, *ctx.pending.reasons) if s)
+            ctx.matched(rs.name, MatchRecord("rms_norm", op, ctx.pending.provider, shape, dtype, where, note))
             graph.eliminate_dead_code()
             break
         else:
