@@ -157,6 +157,7 @@ class Chain:
     order: list[str] = dataclasses.field(default_factory=list)  # filters, nearest the draw first
     stopped_at: str = ""  # why the upward walk stopped (for near-miss reports)
     notes: list[str] = dataclasses.field(default_factory=list)  # partial matches (for near-miss reports)
+    verified: str = ""  # the verification's note for the report (issue 15), empty when not verified
 
     @property
     def top_k_first(self) -> bool:
@@ -647,6 +648,47 @@ def _unrecognised_draws(graph: Graph, ctx: PassContext) -> None:
                       overwrite=False)
 
 
+def _draw_probs(n: Node) -> Node | None:
+    """The probabilities node the draw at ``n`` reads (multinomial's input, the exponential race's numerator)."""
+    if _is(n, aten.multinomial.default):
+        return n.args[0]
+    if _is(n, aten.argmax.default) and _is(n.args[0], aten.div.Tensor):
+        return n.args[0].args[0]
+    return None
+
+
+def _verify_chain(n: Node, c: Chain) -> str | None:
+    """Verify a recognised chain with filters and constant parameters: the region from the scores to the drawn
+    probabilities, evaluated on random logits (passes/discover.py), must equal HF's filtered distribution with
+    the parameters read off the graph (``exact_distribution``). Returns the failed check, None when it holds
+    (or when there is nothing to verify: no filters, per-row tensors, a ban)."""
+    from ..providers.reference_sampling import exact_distribution
+    from . import discover
+
+    probs = _draw_probs(n)
+    params = (c.temperature, c.top_k, c.top_p, c.min_p)
+    if c.is_probs or not c.order or c.ban is not None or probs is None or any(isinstance(v, Node) for v in params):
+        return None
+    region = discover.extract([c.scores], [probs])
+    if isinstance(region, str):
+        return None  # the structural recogniser matched a chain with shared intermediates: trust it
+    t, k, p, mp = float(c.temperature), int(c.top_k), float(c.top_p), float(c.min_p)
+
+    pdt = _val(probs).dtype
+
+    def dist(scores: torch.Tensor) -> torch.Tensor:
+        flat = scores.reshape(-1, scores.shape[-1])
+        rows = [exact_distribution(r.double(), t, k, p, mp, c.top_k_first) for r in flat]
+        return torch.stack(rows).reshape(scores.shape)
+
+    v = discover.verify(region, "sampling", (t, k, p, mp, c.top_k_first, tuple(c.order)),
+                        lambda s64: (dist(s64),), lambda s: (dist(s).to(pdt),))
+    if not v.ok:
+        return f"verification failed: {v.reason}"
+    c.verified = "filtered distribution verified against HF's on random logits" + (" (cached)" if v.cached else "")
+    return None
+
+
 class SamplingPass:
     """The sampling pass (see module docstring)."""
 
@@ -670,6 +712,10 @@ class SamplingPass:
                                                "tensor (batch, vocab)", where))
                 continue
             c = recognise(c)
+            why = _verify_chain(n, c)
+            if why is not None:
+                ctx.near_miss(n.name, NearMiss("sampling", "sampling chain", why, where))
+                continue
             rows = {name for name, val in (("temperature", c.temperature), ("top_k", c.top_k),
                                            ("top_p", c.top_p), ("min_p", c.min_p)) if isinstance(val, Node)}
             has_min_p = "min_p" in rows or c.min_p > 0.0
@@ -686,7 +732,7 @@ class SamplingPass:
             shape, dtype = describe(_val(c.scores))
             filters = "+".join(reversed(c.order)) or ("probs" if c.is_probs else "plain")
             note = ("the filtered distribution escapes (also used or returned): the draw is rewritten on the "
-                    "probabilities (is_probs), the filters stay in Inductor") if escaped is not None else ""
+                    "probabilities (is_probs), the filters stay in Inductor") if escaped is not None else c.verified
             ctx.matched(n.name, MatchRecord("sampling", "sample", choice.provider, shape, dtype, where, note))
             graph.eliminate_dead_code()
             left = _upstream_sort(c.scores) if c.stopped_at or not c.order else None
