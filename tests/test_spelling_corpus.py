@@ -269,3 +269,24 @@ def test_discovered_norm_fuses_the_residual_add():
         ref = PreNorm(DISCOVERED["fla_no_upcast"]).double()
         ref.load_state_dict({k: v.double() for k, v in m.state_dict().items()})
         assert_contract(out, m(x, x), ref(x.double(), x.double()))
+
+
+@pytest.mark.slow
+def test_tiny_flex_olmo_rope_found():
+    """transformers 5.24 FlexOlmo (float32 cos/sin against bf16 q/k, cast back): both RoPEs of each layer are
+    rewritten (before issue 15: none, and no near-miss), logits as eager's up to bf16 rounding."""
+    transformers = pytest.importorskip("transformers")
+    if not hasattr(transformers, "FlexOlmoConfig"):
+        pytest.skip("transformers without FlexOlmo")
+    cfg = transformers.FlexOlmoConfig(
+        hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
+        vocab_size=128, num_experts=2, num_experts_per_tok=1, max_position_embeddings=64, pad_token_id=0,
+        bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(0)
+    m = transformers.FlexOlmoForCausalLM(cfg).to(torch.bfloat16).eval()
+    ids = torch.randint(0, 128, (1, 5))
+    out, (g,) = compile_run(lambda ids: m(input_ids=ids, use_cache=False).logits, ids)
+    assert g.after[ROPE] == cfg.num_hidden_layers and not g.report.near_misses
+    with torch.no_grad():
+        eager = m(input_ids=ids, use_cache=False).logits
+    assert rel_err(out, eager) < 3e-2  # bf16 logits of a 2-layer model: rounding differences only
