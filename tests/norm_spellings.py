@@ -98,6 +98,65 @@ class DivSqrt(Norm):  # the kind: x / sqrt(sum(x^2)/H + eps)
         return self.weight * (h / torch.sqrt(self.eps + var)).to(x.dtype)  # scalar first: canonicalized last
 
 
+class ImageGPT(Norm):  # transformers ImageGPTLayerNorm (an RMSNorm): division form, no upcast, weight in dtype
+    def norm(self, x):
+        t = x / torch.sqrt(torch.mean(torch.square(x), axis=-1, keepdim=True) + self.eps)
+        return t * self.weight
+
+
+class DeepseekV4Unweighted(Norm):  # transformers 5.24 DeepseekV4UnweightedRMSNorm (also Glm5NextTextUnweighted)
+    def __init__(self, eps=1e-6):
+        super().__init__(eps, weight=False)
+
+    def norm(self, x):  # the final multiply happens in the input dtype
+        return x * torch.rsqrt(x.float().square().mean(-1, keepdim=True) + self.eps).to(x.dtype)
+
+
+class FlaNoUpcast(Norm):  # fla/modules/layernorm.py rms_norm_ref(upcast=False), mamba_ssm layer_norm.py alike
+    def norm(self, x):
+        rstd = 1 / torch.sqrt((x.square()).mean(dim=-1, keepdim=True) + self.eps)
+        return (x * rstd * self.weight).to(x.dtype)
+
+
+class MambaUpcast(Norm):  # mamba_ssm/ops/triton/layer_norm.py rms_norm_ref(upcast=True)
+    def norm(self, x):
+        dtype = x.dtype
+        weight, xf = self.weight.float(), x.float()
+        rstd = 1 / torch.sqrt((xf.square()).mean(dim=-1, keepdim=True) + self.eps)
+        return (xf * rstd * weight).to(dtype)
+
+
+class MetaLlama(Norm):  # meta-llama/llama model.py RMSNorm: _norm(x.float()).type_as(x) * weight, pow(2).mean
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def norm(self, x):
+        return self._norm(x.float()).type_as(x) * self.weight
+
+
+class NanoChat(nn.Module):  # karpathy/nanochat gpt.py: def norm(x): return F.rms_norm(x, (x.size(-1),))
+    def norm(self, x):
+        return F.rms_norm(x, (x.size(-1),))
+
+
+class VllmNative(Norm):  # vllm RMSNorm.forward_native: up, variance, * rsqrt, down, then x * weight
+    def norm(self, x):
+        orig = x.dtype
+        x = x.to(torch.float32)
+        variance = x.pow(2).mean(dim=-1, keepdim=True)
+        x = x * torch.rsqrt(variance + self.eps)
+        x = x.to(orig)
+        return x * self.weight
+
+
+#: Spellings outside the pattern family, found by discovery + verification (issue 15); with their source.
+DISCOVERED = {
+    "imagegpt_div": ImageGPT, "deepseek_v4_unweighted": DeepseekV4Unweighted, "fla_no_upcast": FlaNoUpcast,
+    "mamba_upcast": MambaUpcast,
+}
+#: Further public spellings the pattern family already covers (kept in the corpus all the same).
+MORE = {"meta_llama": MetaLlama, "nanochat": NanoChat, "vllm_native": VllmNative}
+
 SPELLINGS = {
     "hf_llama": HFLlama, "olmo2": Olmo2, "gpt_fast": GptFast, "gemma": Gemma, "t5": T5,
     "weightless": Weightless, "nn_rmsnorm_eps_none": TorchRMSNorm, "f_rms_norm": FunctionalRMSNorm,

@@ -66,3 +66,132 @@ def hf_tables(b, s, rd, dtype, theta=10000.0, scaling=1.0, offset=0):
     freqs = (inv_freq[None, :, None].float().expand(b, -1, 1) @ pos[:, None, :].float()).transpose(1, 2)
     emb = torch.cat((freqs, freqs), dim=-1)
     return (emb.cos() * scaling).to(dtype), (emb.sin() * scaling).to(dtype)
+
+
+# -- spellings outside the fast path, found by discovery + verification (issue 15) -------------------------
+# Each takes (q, k, cos, sin) with q, k (b, h, s, d) and cos/sin as the function says; each names its source.
+def gpt_oss_rope(q, k, cos, sin):
+    """transformers GPT-OSS ``_apply_rotary_emb``: chunk into halves, cat of two linear combinations.
+    cos/sin (b, s, d/2), unsqueezed at dim 1."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+
+    def one(x):
+        first_half, second_half = torch.chunk(x, 2, dim=-1)
+        first_ = first_half * cos - second_half * sin
+        second_ = second_half * cos + first_half * sin
+        return torch.cat((first_, second_), dim=-1)
+
+    return one(q), one(k)
+
+
+def _vllm_apply_rotary_emb_torch(x, cos, sin, is_neox_style):
+    """vLLM ``rotary_embedding/common.py`` ``_apply_rotary_emb_torch`` (forward_native's core)."""
+    cos = cos.unsqueeze(-2).to(x.dtype)
+    sin = sin.unsqueeze(-2).to(x.dtype)
+    if is_neox_style:
+        x1, x2 = torch.chunk(x, 2, dim=-1)
+    else:
+        x1 = x[..., ::2]
+        x2 = x[..., 1::2]
+    o1 = x1 * cos - x2 * sin
+    o2 = x2 * cos + x1 * sin
+    if is_neox_style:
+        return torch.cat((o1, o2), dim=-1)
+    return torch.stack((o1, o2), dim=-1).flatten(-2)
+
+
+def vllm_forward_native(is_neox_style, rotary_dim=None):
+    """vLLM ``RotaryEmbedding.forward_native``: cos_sin_cache.index_select(positions), chunk into cos | sin,
+    query viewed (tokens, heads, head_size), rotary part rotated, pass part concatenated back.
+    Takes (positions (T,), query (T, Hq*D), key (T, Hk*D), cos_sin_cache (max_pos, rd)), head_size D."""
+
+    def fn(positions, query, key, cos_sin_cache, head_size=16):
+        rd = rotary_dim or head_size
+        cos_sin = cos_sin_cache.index_select(0, positions)
+        cos, sin = cos_sin.chunk(2, dim=-1)
+        out = []
+        for x in (query, key):
+            shape = x.shape
+            x = x.view(positions.shape[0], -1, head_size)
+            x_rot = x[..., :rd]
+            x_pass = x[..., rd:]
+            x_rot = _vllm_apply_rotary_emb_torch(x_rot, cos, sin, is_neox_style)
+            out.append(torch.cat((x_rot, x_pass), dim=-1).reshape(shape))
+        return tuple(out)
+
+    return fn
+
+
+def gpt_fast_rope(q, k, freqs_cis):
+    """gpt-fast ``model.py`` ``apply_rotary_emb``: pairs of x, a table storing cos and sin interleaved
+    ((s, d/2, 2), ``torch.stack([freqs_cis.real, freqs_cis.imag], -1)``); q, k (b, s, h, d)."""
+
+    def one(x):
+        xshaped = x.float().reshape(*x.shape[:-1], -1, 2)
+        f = freqs_cis.view(1, xshaped.size(1), 1, xshaped.size(3), 2)
+        x_out2 = torch.stack(
+            [
+                xshaped[..., 0] * f[..., 0] - xshaped[..., 1] * f[..., 1],
+                xshaped[..., 1] * f[..., 0] + xshaped[..., 0] * f[..., 1],
+            ],
+            -1,
+        )
+        return x_out2.flatten(3).type_as(x)
+
+    return one(q), one(k)
+
+
+def chatglm_rope(q, k, rope_cache):
+    """THUDM ChatGLM2/3 ``apply_rotary_pos_emb``: x (sq, b, np, hn), partial rotary (rot_dim = 2 * the cache's
+    second-last dim), cache (sq, b, rot_dim / 2, 2) storing cos and sin interleaved."""
+
+    def one(x):
+        sq, np_ = x.size(0), x.size(2)
+        rot_dim = rope_cache.shape[-2] * 2
+        x, x_pass = x[..., :rot_dim], x[..., rot_dim:]
+        rc = rope_cache[:sq]
+        xshaped = x.reshape(sq, -1, np_, rot_dim // 2, 2)
+        rc = rc.view(sq, -1, 1, xshaped.size(3), 2)
+        x_out2 = torch.stack(
+            [
+                xshaped[..., 0] * rc[..., 0] - xshaped[..., 1] * rc[..., 1],
+                xshaped[..., 1] * rc[..., 0] + xshaped[..., 0] * rc[..., 1],
+            ],
+            -1,
+        )
+        x_out2 = x_out2.flatten(3)
+        return torch.cat((x_out2, x_pass), dim=-1)
+
+    return one(q), one(k)
+
+
+def flex_olmo_rope(q, k, cos, sin):
+    """transformers 5.24 FlexOlmo ``apply_rotary_pos_emb``: float32 cos/sin (its rotary embedding does not
+    cast them) against bf16 q/k, result cast back with ``.to(q_type)``; cos/sin (b, s, d)."""
+    q_type, k_type = q.dtype, k.dtype
+    cos = cos.unsqueeze(1)
+    sin = sin.unsqueeze(1)
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    k_embed = (k * cos) + (rotate_half(k) * sin)
+    return q_embed.to(q_type), k_embed.to(k_type)
+
+
+def near_rope(q, k, cos, sin):
+    """Negative: GPT-OSS's form with one sign flipped (second = x2 * cos - x1 * sin): not a rotation."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+
+    def one(x):
+        a, b = torch.chunk(x, 2, dim=-1)
+        return torch.cat((a * cos - b * sin, b * cos - a * sin), dim=-1)
+
+    return one(q), one(k)
+
+
+def rope64(x, cos, sin, interleaved=False, rotary_dim=None):
+    """Float64 ground truth: x * cos + rotate(x) * sin on the first rotary_dim features (cos/sin full width)."""
+    x = x.double()
+    rd = rotary_dim or x.shape[-1]
+    xr, c, s = x[..., :rd], cos.double(), sin.double()
+    rot = (torch.stack((-xr[..., 1::2], xr[..., ::2]), -1).flatten(-2) if interleaved
+           else torch.cat((-xr[..., rd // 2:], xr[..., :rd // 2]), -1))
+    return torch.cat([xr * c + rot * s, x[..., rd:]], -1)

@@ -138,3 +138,75 @@ def top_p_threshold_sampler():
         return torch.multinomial(torch.softmax(scores.masked_fill(remove, -float("inf")), -1), 1)
 
     return fn
+
+
+# -- more public samplers (issue 15's corpus); each a function of (B, S, V) logits ------------------------
+def nanogpt_sampler(temperature: float = 0.8, top_k: int = 5):
+    """karpathy/nanoGPT ``model.py`` ``generate``: ``logits[:, -1, :] / temperature``, top-k by boolean index
+    assignment ``logits[logits < v[:, [-1]]] = -inf``, softmax, ``torch.multinomial(probs, 1)``."""
+
+    def fn(logits):
+        logits = logits[:, -1, :] / temperature
+        v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+        logits[logits < v[:, [-1]]] = -float("Inf")
+        probs = torch.nn.functional.softmax(logits, dim=-1)
+        return torch.multinomial(probs, num_samples=1)
+
+    return fn
+
+
+def meta_llama_sampler(temperature: float = 0.6, top_p: float = 0.9):
+    """meta-llama/llama ``generation.py``: ``softmax(logits[:, -1] / temperature)`` then ``sample_top_p``
+    (descending sort, ``probs_sum - probs_sort > p`` zeroed, renormalised, multinomial, gather)."""
+
+    def fn(logits):
+        probs = torch.softmax(logits[:, -1] / temperature, dim=-1)
+        probs_sort, probs_idx = torch.sort(probs, dim=-1, descending=True)
+        probs_sum = torch.cumsum(probs_sort, dim=-1)
+        mask = probs_sum - probs_sort > top_p
+        probs_sort[mask] = 0.0
+        probs_sort.div_(probs_sort.sum(dim=-1, keepdim=True))
+        next_token = torch.multinomial(probs_sort, num_samples=1)
+        return torch.gather(probs_idx, -1, next_token)
+
+    return fn
+
+
+def vllm_random_sample():
+    """vLLM ``v1/sample/ops/topk_topp_sampler.py`` ``random_sample`` on ``logits.softmax(-1, dtype=float32)``:
+    ``q.exponential_()``, ``probs.div_(q).argmax(dim=-1).view(-1)`` (in-place exponential race)."""
+
+    def fn(logits):
+        probs = logits[:, -1].softmax(dim=-1, dtype=torch.float32)
+        q = torch.empty_like(probs)
+        q.exponential_()
+        return probs.div_(q).argmax(dim=-1).view(-1)
+
+    return fn
+
+
+def gumbel_max_sampler(temperature: float = 0.7):
+    """The Gumbel-max trick (Gumbel 1954; as in ``torch.nn.functional.gumbel_softmax(hard=True)``'s noise,
+    ``-log(-log(u))``): ``argmax(logits / T - log(-log(u)))`` draws from softmax(logits / T)."""
+
+    def fn(logits):
+        s = logits[:, -1].float() / temperature
+        u = torch.rand_like(s)
+        return torch.argmax(s - torch.log(-torch.log(u)), dim=-1)
+
+    return fn
+
+
+def gpt_fast_sample_with_probs(temperature: float = 0.8, top_k: int = 5):
+    """gpt-fast ``generate.py`` ``sample``: returns ``(idx_next, probs)``, so the filtered distribution escapes."""
+
+    def fn(logits):
+        logits = logits[:, -1] / max(temperature, 1e-5)
+        v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+        pivot = v.select(-1, -1).unsqueeze(-1)
+        logits = torch.where(logits < pivot, -float("Inf"), logits)
+        probs = torch.nn.functional.softmax(logits, dim=-1)
+        q = torch.empty_like(probs).exponential_(1)
+        return torch.argmax(probs / q, dim=-1, keepdim=True).to(dtype=torch.int), probs
+
+    return fn

@@ -1,5 +1,5 @@
 """The attention pass on whole decoders (issue 13): tiny HF Llama, Qwen3, Mistral and Gemma 3 (sliding + global
-layers) with a ``StaticCache``, and gpt-fast's own ``Attention``/``KVCache`` (tests/gpt_fast_model.py).
+layers) with a ``StaticCache``, and gpt-fast's own ``Attention``/``KVCache`` (tests/gpt_fast_attention.py).
 
 Random weights from ``transformers`` configs (2 layers, no download), float32 on CPU, reference provider.
 Every compiled graph must rewrite every layer's attention; a few greedy decode steps must give eager's
@@ -14,7 +14,7 @@ import sys
 import pytest
 import torch
 from bench_utils import BENCH
-from gpt_fast_model import AttnStack, ModelArgs
+from gpt_fast_attention import AttnStack, ModelArgs
 
 import rocm_inductor
 

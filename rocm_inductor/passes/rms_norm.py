@@ -14,6 +14,14 @@ multiply after a weightless norm, exactly as eager rounds it. Scaled residuals (
 ``residual + h * m``) keep the scale as a multiply and fuse the add. Training graphs keep intermediates
 for backward, so nothing matches there (reported as a near-miss).
 
+Discovery (issue 15) after the pattern family: every ``rsqrt(mean(x^2, -1) + eps)`` left is a candidate (the
+division, ``1 / sqrt`` and ``pow(-0.5)`` spellings reach this form through ``canonicalize``); the single-user
+elementwise chain below it gives the output (the longest one of x's shape and dtype first), its multiplied
+(H,) operand the weight (``w``, ``w.float()``, ``1 + w.float()`` -> offset), the add the eps; the region is
+extracted and verified against ``rms_norm_ref`` on random inputs (passes/discover.py) before the rewrite. That
+covers norms computed without an upcast (FLA/Mamba references, ImageGPT), ``x / sqrt(...)``, and weightless
+norms whose final multiply is in the input dtype (DeepSeek-V4). A candidate not rewritten is a near-miss.
+
    x ──► up ──► pow2 ─► mean ─► +eps ─► rsqrt ─┐                x ─┐
          └──────────────────────────────────── * ─► down ─► *w     ├─► rocm_fused::rms_norm(x, w, eps)
 """
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 from typing import Any
 
 import torch
@@ -62,6 +71,8 @@ _EPS = 1e-6  # placeholder traced into the pattern; scalar_workaround turns it i
 
 def _mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a * b`` with type promotion spelled out, as ``canonicalize`` leaves it."""
+    if not isinstance(b, torch.Tensor):  # the weight wildcard re-traced with a number (``norm * 2.0``)
+        return a * b
     dt = torch.promote_types(a.dtype, b.dtype)
     return a.to(dt) * b.to(dt)
 
@@ -163,6 +174,8 @@ def _check(op: str, offset: float, residual: bool):
         ctx = current_context()
         kw = match.kwargs
         x_node, w_node = kw["x"], kw.get("w")
+        if "w" in kw and not isinstance(w_node, Node):
+            return False  # a number in the weight's place (``norm * 2.0``) is no weight: not this form
         rsqrt = _rsqrt_of(match.nodes)
         anchor_node = rsqrt or match.output_nodes()[0]
         # torch 2.11 hands extra_check the match of the pattern re-traced with the real eps, where eps is a
@@ -243,16 +256,193 @@ def patterns() -> PatternMatcherPass:
     return pm
 
 
-def _leftovers(graph: Graph, ctx: PassContext) -> None:
-    """Report RMSNorm-shaped subgraphs (rsqrt(mean(x^2) + eps)) that no pattern rewrote."""
-    for n in graph.find_nodes(op="call_function", target=aten.rsqrt.default):
-        a = n.args[0]
-        m = a.args[0] if isinstance(a, Node) and a.target is aten.add.Tensor else None
-        if not (isinstance(m, Node) and m.target is aten.mean.dim and isinstance(m.args[0], Node)
-                and m.args[0].target is aten.pow.Tensor_Scalar and m.args[0].args[1] == 2):
+# ---------------------------------------------------------------------------------------------------------
+# Discovery: every rsqrt(mean(x^2) + eps) the patterns left is a candidate; its region is extracted, its
+# parameters read off it and the rewrite verified against the op's reference (passes/discover.py).
+_CONVERT = torch.ops.prims.convert_element_type.default
+#: Ops a norm's output chain may pass through after the rsqrt (elementwise, same values up to rounding).
+_CHAIN_OPS = (aten.mul.Tensor, _CONVERT, aten.div.Tensor)
+
+
+def _strip_casts(n: Any) -> Any:
+    while isinstance(n, Node) and n.target is _CONVERT:
+        n = n.args[0]
+    return n
+
+
+def _anchor_parts(rs: Node) -> tuple[Node, Any] | None:
+    """(the squared tensor's source x, eps) when ``rs`` is rsqrt(mean(x^2, -1, keepdim) [+ eps])."""
+    a = rs.args[0]
+    eps: Any = 0.0
+    if isinstance(a, Node) and a.target is aten.add.Tensor and len(a.args) == 2:
+        a, eps = a.args
+    if not (isinstance(a, Node) and a.target is aten.mean.dim and list(a.args[1]) == [-1]
+            and len(a.args) > 2 and a.args[2]):
+        return None
+    p = a.args[0]
+    if not (isinstance(p, Node) and p.target is aten.pow.Tensor_Scalar and p.args[1] == 2):
+        return None
+    return _strip_casts(p.args[0]), eps
+
+
+def _weight_root(e: Node, x: Node) -> tuple[Node, float] | None:
+    """(weight, offset) for a multiplied operand spelled ``w``, ``w.float()`` or ``1 + w.float()``."""
+    n, offset = _strip_casts(e), 0.0
+    if n.target is aten.add.Tensor and len(n.args) == 2 and isinstance(n.args[1], (int, float)) \
+            and isinstance(n.args[0], Node):
+        n, offset = _strip_casts(n.args[0]), float(n.args[1])
+    v = n.meta.get("val") if isinstance(n, Node) else None
+    if v is None or n is x or v.ndim != 1:
+        return None
+    return n, offset
+
+
+def _chain(rs: Node, x: Node) -> list[tuple[Node, Node | None, float]]:
+    """The single-user elementwise chain below ``rs``: (node, weight or None, offset) per node."""
+    out, cur, w, off = [], rs, None, 0.0
+    while len(cur.users) == 1:
+        u = next(iter(cur.users))
+        if u.target not in _CHAIN_OPS or u.op != "call_function":
+            break
+        if u.target is aten.mul.Tensor:
+            other = u.args[1] if u.args[0] is cur else u.args[0]
+            if not isinstance(other, Node):
+                if other != 1:  # ``1 / sqrt`` leaves ``rsqrt * 1``; another scale is not the op's
+                    break
+            elif _strip_casts(other) is not x:
+                wr = _weight_root(other, x)
+                if wr is None or w is not None:
+                    break
+                w, off = wr
+        elif u.target is aten.div.Tensor:
+            break
+        out.append((u, w, off))
+        cur = u
+    return out
+
+
+def _rms64(x, w, eps, offset):
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return (y if w is None else y * (w + offset),)
+
+
+def _residual_operands(x: Node, w: Node | None, order: dict[Node, int]) -> tuple[Node, Node] | None:
+    """(a, b) when the norm's input is ``a + b`` of one shape and dtype whose sum is also used elsewhere (the
+    residual stream) and the weight is defined before it: the fused residual-add form applies."""
+    if x.target is not aten.add.Tensor or len(x.args) != 2 or x.kwargs or len(x.users) < 2:
+        return None
+    a, b = x.args
+    if not (isinstance(a, Node) and isinstance(b, Node)):
+        return None
+    va, vb, vx = a.meta.get("val"), b.meta.get("val"), x.meta.get("val")
+    if va is None or vb is None or not (va.dtype == vb.dtype == vx.dtype) \
+            or tuple(va.shape) != tuple(vx.shape) or tuple(vb.shape) != tuple(vx.shape):
+        return None
+    if w is not None and order.get(w, len(order)) > order[x]:
+        return None
+    return a, b
+
+
+def _emit_discovered(graph: Graph, ctx: PassContext, x: Node, w: Node | None, eps: float, offset: float,
+                     out: Node, rs: Node, choice: Any) -> str:
+    """Replace a verified norm region (``x`` .. ``out``) by ``rms_norm``, or by ``fused_add_rms_norm`` when ``x``
+    is a residual add whose sum is used elsewhere (both outputs then replace the add and the norm)."""
+    from .canonicalize import insert_call
+
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    res = _residual_operands(x, w, order)
+    if res is not None:
+        spec = norm_spec(x.meta["val"], w.meta.get("val") if w is not None else None, offset, True)
+        fused = ctx.choose("fused_add_rms_norm", spec)
+        if fused.provider is not None:
+            ctx.pending = fused
+            before = x.next
+            op = insert_call(graph, before, torch.ops.rocm_fused.fused_add_rms_norm.default,
+                             (res[0], res[1], w, eps, offset, fused.provider), like=rs)
+            y = insert_call(graph, before, operator.getitem, (op, 0), like=rs)
+            s_ = insert_call(graph, before, operator.getitem, (op, 1), like=x)
+            out.replace_all_uses_with(y)
+            x.replace_all_uses_with(s_)
+            return "fused_add_rms_norm"
+    ctx.pending = choice
+    new = insert_call(graph, out, torch.ops.rocm_fused.rms_norm.default, (x, w, eps, offset, choice.provider),
+                      like=rs)
+    out.replace_all_uses_with(new)
+    return "rms_norm"
+
+
+def _discover(graph: Graph, ctx: PassContext) -> None:
+    """Find, verify and rewrite the RMSNorms the pattern family missed; report every other candidate."""
+    from ..providers.reference import rms_norm_ref
+    from . import discover
+
+    for rs in list(graph.find_nodes(op="call_function", target=aten.rsqrt.default)):
+        if rs.graph is not graph or not rs.users:
             continue
-        ctx.near_miss(n.name, NearMiss("rms_norm", "RMSNorm", "not rewritten: " + _leftover_reason(m.args[0], m, a, n),
-                                       location_of(n)), overwrite=False)
+        parts = _anchor_parts(rs)
+        if parts is None:
+            continue
+        x, eps = parts
+        where = location_of(rs)
+
+        def miss(reason: str, anchor: Node = rs, where: str = where) -> None:
+            ctx.near_miss(anchor.name, NearMiss("rms_norm", "RMSNorm", reason, where), overwrite=False)
+
+        xv = x.meta.get("val")
+        if _is_mean_subtracted(x):
+            miss("LayerNorm (mean subtracted), not RMSNorm: left to Inductor")
+            continue
+        if isinstance(eps, Node) or not isinstance(eps, (int, float)):
+            miss("eps is a tensor, not a compile-time constant: left to Inductor")
+            continue
+        if xv is None or not xv.is_floating_point():
+            miss("input is not a floating-point tensor")
+            continue
+        chain = [(n, w, off) for n, w, off in _chain(rs, x)
+                 if tuple(n.meta["val"].shape) == tuple(xv.shape) and n.meta["val"].dtype == xv.dtype]
+        if not chain:
+            miss("not rewritten: " + _no_chain_reason(rs))
+            continue
+        last_reason = ""
+        for out, w, offset in reversed(chain):  # longest region first (it includes the weight)
+            wv = w.meta.get("val") if w is not None else None
+            if wv is not None and not _same(wv.shape[0], xv.shape[-1]):
+                last_reason = f"weight shape {tuple(wv.shape)} is not (hidden,) = ({xv.shape[-1]},)"
+                continue
+            region = discover.extract([x] + ([w] if w is not None else []), [out])
+            if isinstance(region, str):
+                last_reason = region
+                continue
+            e, off = float(eps), offset
+            verdict = discover.verify(
+                region, "rms_norm", (e, off, w is not None),
+                (lambda x_, w_=None, e=e, off=off: _rms64(x_, w_, e, off)),
+                (lambda x_, w_=None, e=e, off=off: (rms_norm_ref(x_, w_, e, off),)))
+            if not verdict.ok:
+                last_reason = f"verification failed: {verdict.reason}"
+                continue
+            min_h = NORM_MIN_HIDDEN.get(PlatformDispatch.platform().kind, 0)
+            h = xv.shape[-1]
+            if ctx.options.provider_for("rms_norm") is None and isinstance(h, int) and h < min_h:
+                last_reason = (f"normalised size {h} < policy.NORM_MIN_HIDDEN={min_h}: left to Inductor; force "
+                               "a provider to rewrite it")
+                break
+            choice = ctx.choose("rms_norm", norm_spec(xv, wv, off, False))
+            if choice.provider is None:
+                last_reason = choice.why_not
+                break
+            op = _emit_discovered(graph, ctx, x, w, e, off, out, rs, choice)
+            shape, dtype = describe(xv)
+            note = "; ".join(s for s in ("found by discovery, verified" + (" (cached)" if verdict.cached else ""),
+                                         verdict.note, *ctx.pending.reasons) if s)
+            ctx.matched(rs.name, MatchRecord("rms_norm", op, ctx.pending.provider, shape, dtype, where, note))
+            graph.eliminate_dead_code()
+            break
+        else:
+            miss(f"not rewritten: {last_reason}")
+            continue
+        if last_reason and rs.graph is graph and rs.users:
+            miss(f"not rewritten: {last_reason}")
 
 
 def _users_text(node: Node, skip: Node | None) -> str:
@@ -288,6 +478,16 @@ def _leftover_reason(pw: Node, mean: Node, add: Node, rsqrt: Node) -> str:
             "pattern table (passes/rms_norm.py FORMS)")
 
 
+def _no_chain_reason(rs: Node) -> str:
+    """Why no output of the input's shape and dtype follows ``rs``: the check that failed, named."""
+    a = rs.args[0]
+    mean = a.args[0] if isinstance(a, Node) and a.target is aten.add.Tensor else None
+    if isinstance(mean, Node) and mean.target is aten.mean.dim and isinstance(mean.args[0], Node):
+        return _leftover_reason(mean.args[0], mean, a, rs)
+    return "no output of the input's shape and dtype below the rsqrt (the output is promoted or reshaped)"
+
+
+
 class RMSNormPass:
     """The RMSNorm family pass (see module docstring)."""
 
@@ -300,4 +500,4 @@ class RMSNormPass:
         # (Gemma's 1 + w placed next to its use) must then move up.
         stable_topological_sort(graph)
         graph.eliminate_dead_code()
-        _leftovers(graph, ctx)
+        _discover(graph, ctx)

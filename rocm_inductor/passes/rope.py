@@ -14,6 +14,14 @@ Around a rotation the pass folds, repeatedly:
   once to q's dtype (the same single rounding eager does) (SPELLINGS RoPE 2, 5);
 - partial rotary: ``x = q[..., :rd]`` and the only use of ``out`` is ``cat([out, q[..., rd:]], -1)`` -> the
   op rotates the first rd features of q and copies the tail (RoPE 3).
+Discovery (issue 15): the rotation spelled as two linear combinations ``o1 = x0 * cos - x1 * sin``,
+``o2 = x1 * cos + x0 * sin`` of x's two parts -- halves (``chunk`` / slices: GPT-OSS, vLLM ``forward_native``
+NeoX), even/odd features (vLLM GPT-J) or pairs (``x.reshape(..., d/2, 2)[..., 0 | 1]``: gpt-fast and ChatGLM,
+whose table stores cos and sin interleaved) -- reassembled by ``cat`` (halves) or ``stack(...).flatten(-2)``;
+and ``x * cos + rot(x) * sin`` where float32 tables promote q and rot(q) separately (transformers 5.24 FlexOlmo,
+cast back with ``.to(q.dtype)``). The op's cos/sin are read off o1 (half tables); o2, the signs and the tables'
+roles are left to verification: the region is evaluated against ``rope_ref`` on random inputs
+(passes/discover.py) and only then rewritten; a near-rotation that fails is a near-miss naming the check.
 Rotations that share c and s (the same nodes, after canonicalize's CSE) are paired in graph order into one
 op for q and k (one launch); an unpaired rotation gets an op with ``k=None``.
 
@@ -71,6 +79,8 @@ class Rotation:
     interleaved: bool
     half_table: bool
     style: str  # "neox" | "gptj" | "complex" (report)
+    verify: bool = False  # found by discovery (a spelling outside the fast path): verified before the rewrite
+    note: str = ""  # the verification's note for the report
 
 
 def _val(n: Any) -> Any:
@@ -195,7 +205,143 @@ def _match_add(n: Node) -> Rotation | None:
                     if fn(r) is x:
                         d = _val(x).shape[-1]
                         return Rotation(n, x, n, c, s, d, inter, False, style)
+                    # float32 tables against half q (HF 5.x FlexOlmo & co): promotion casts q and rot(q)
+                    # separately; rot commutes with the (exact) upcast, so this is the rotation of cast(q).
+                    if _is(x, _CONVERT) and _is(r, _CONVERT) and r.args[1] == x.args[1] \
+                            and fn(r.args[0]) is x.args[0]:
+                        d = _val(x).shape[-1]
+                        return Rotation(n, x, n, c, s, d, inter, False, style, verify=True)
     return None
+
+
+# -- discovery: a rotation spelled as two linear combinations of x's halves / even-odd features / pairs --------
+def _part(n: Any) -> tuple[Node, str, int, Any] | None:
+    """(x, how, index, cast dtype) when ``n`` is one of two parts of x's last dim: ``how`` is ``"half"``
+    (``x[..., :h]`` / ``x[..., h:]`` / ``chunk``), ``"stride2"`` (``x[..., ::2]`` / ``x[..., 1::2]``) or ``"pair"``
+    (``x.reshape(..., d/2, 2)[..., 0 | 1]``); a float cast around the part is allowed (dtype returned)."""
+    cast = None
+    if _is(n, _CONVERT):
+        n, cast = n.args[0], n.args[1]
+    if _is(n, operator.getitem) and _is(n.args[0], aten.split.Tensor, aten.split_with_sizes.default) \
+            and n.args[1] in (0, 1):
+        sp = n.args[0]
+        x, size = sp.args[0], sp.args[1]
+        dim = sp.args[2] if len(sp.args) > 2 else sp.kwargs.get("dim", 0)
+        xv = _val(x)
+        if xv is None or not _last(x, dim) or len(_val(sp)) != 2:
+            return None
+        d = xv.shape[-1]
+        sizes = list(size) if isinstance(size, (list, tuple)) else [size, size]
+        if not (isinstance(d, int) and sizes == [d // 2, d // 2] and d % 2 == 0):
+            return None
+        return x, "half", n.args[1], cast
+    sl = _slice(n)
+    if sl is not None:
+        x, dim, start, end, step = sl
+        xv = _val(x)
+        d = xv.shape[-1]
+        if dim != xv.ndim - 1 or not isinstance(d, int) or d % 2:
+            return None
+        if step == 1 and start == 0 and _eq(end, d // 2):
+            return x, "half", 0, cast
+        if step == 1 and start == d // 2 and _full_end(end, d):
+            return x, "half", 1, cast
+        if step == 2 and start in (0, 1) and _full_end(end, d):
+            return x, "stride2", start, cast
+        return None
+    if _is(n, aten.select.int) and n.args[2] in (0, 1, -2, -1) and _last(n.args[0], n.args[1]):
+        xr = n.args[0]
+        rv = _val(xr)
+        if not _is(xr, *_RESHAPES) or rv is None or rv.shape[-1] != 2:
+            return None
+        x = xr.args[0]
+        if _is(x, aten.clone.default):  # reshape of a non-contiguous slice: clone + view
+            x = x.args[0]
+        xv = _val(x)
+        if xv is None or rv.ndim != xv.ndim + 1 or tuple(rv.shape[:-2]) != tuple(xv.shape[:-1]) \
+                or not _eq(rv.shape[-2] * 2, xv.shape[-1]):
+            return None
+        return x, "pair", n.args[2] % 2, cast
+    return None
+
+
+def _terms(o: Any) -> list[tuple[int, Node, Node]] | None:
+    """``o = ±m1 ± m2`` with each m a product of two nodes -> [(sign, a, b), ...] (None otherwise)."""
+    if _is(o, aten.sub.Tensor) and o.kwargs.get("alpha", 1) == 1 and len(o.args) == 2:
+        pairs = [(1, o.args[0]), (-1, o.args[1])]
+    elif _is(o, aten.add.Tensor) and o.kwargs.get("alpha", 1) == 1 and len(o.args) == 2:
+        pairs = [(1, o.args[0]), (1, o.args[1])]
+    else:
+        return None
+    out = []
+    for sign, m in pairs:
+        neg = _negated(m)
+        if neg is not None:
+            sign, m = -sign, neg
+        if not (_is(m, aten.mul.Tensor) and len(m.args) == 2 and all(isinstance(a, Node) for a in m.args)):
+            return None
+        out.append((sign, m.args[0], m.args[1]))
+    return out
+
+
+def _split_term(t: tuple[int, Node, Node]) -> tuple[int, tuple, Node] | None:
+    """(sign, part of x, table) of one product (the operand that is a part of x is the x side)."""
+    sign, a, b = t
+    for xs, tab in ((a, b), (b, a)):
+        p = _part(xs)
+        if p is not None and _part(tab) is None:
+            return sign, p, tab
+    return None
+
+
+def _match_combo(n: Node) -> Rotation | None:
+    """``cat([o1, o2], -1)`` (halves) or ``stack([o1, o2], -1).flatten(-2)`` (even/odd, pairs) where each
+    of o1, o2 combines products of x's two parts with tables by add/sub (GPT-OSS, vLLM ``forward_native``,
+    gpt-fast, ChatGLM). The op is read off o1 = x0 * cos - x1 * sin; o2 is left to verification."""
+    if not _is(n, aten.cat.default) or len(n.args[0]) != 2 or not _last(n, n.args[1] if len(n.args) > 1 else 0):
+        return None
+    o1, o2 = n.args[0]
+    stacked = _is(o1, aten.unsqueeze.default) and _is(o2, aten.unsqueeze.default)
+    out = n
+    if stacked:
+        if not (_last(o1, o1.args[1]) and _last(o2, o2.args[1])) or len(n.users) != 1:
+            return None
+        o1, o2 = o1.args[0], o2.args[0]
+        out = next(iter(n.users))
+        if not _is(out, *_RESHAPES):
+            return None
+    t1, t2 = _terms(o1), _terms(o2)
+    if t1 is None or t2 is None:
+        return None
+    parts1 = [_split_term(t) for t in t1]
+    parts2 = [_split_term(t) for t in t2]
+    if None in parts1 or None in parts2:
+        return None
+    (x, how, _, cast) = parts1[0][1]
+    if any(p[1][0] is not x or p[1][1] != how or p[1][3] != cast for p in parts1 + parts2):
+        return None
+    if {p[1][2] for p in parts1} != {0, 1} or {p[1][2] for p in parts2} != {0, 1}:
+        return None
+    if stacked == (how == "half"):
+        return None  # halves reassembled by stack (or pairs by cat): a permutation, not this op
+    xv, ov = _val(x), _val(out)
+    if xv is None or ov is None or tuple(ov.shape) != tuple(xv.shape):
+        return None
+    inp = x
+    if cast is not None and cast != xv.dtype:  # each part upcast (float32 tables promote the products)
+        if ov.dtype != cast or not torch.empty((), dtype=cast).is_floating_point():
+            return None
+    cos = next(tab for _, p, tab in parts1 if p[2] == 0)
+    sin = next(tab for _, p, tab in parts1 if p[2] == 1)
+    style = "neox" if how == "half" else "gptj"
+    r = Rotation(n, inp, out, cos, sin, xv.shape[-1], how != "half", True, f"{style} ({how} combination)",
+                 verify=True)
+    if ov.dtype != xv.dtype:  # computed in float32: the cast back must be the only use
+        u = _only_user(out)
+        if u is None or not _is(u, _CONVERT) or u.args[1] != xv.dtype:
+            return None
+        r.out = u
+    return r
 
 
 def _match_complex(n: Node) -> Rotation | None:
@@ -308,6 +454,27 @@ def _depends(inputs: list[Node], outs: list[Node], order: dict[Node, int]) -> bo
         seen.add(n)
         stack.extend(n.users)
     return False
+
+def _verify(r: Rotation) -> str | None:
+    """Verify a discovered rotation against ``rope_ref`` on random inputs (passes/discover.py); the
+    failed check (None when it holds). Sets ``r.note``."""
+    from ..providers.reference import rope_ref
+    from . import discover
+
+    region = discover.extract([r.inp, r.cos, r.sin], [r.out])
+    if isinstance(region, str):
+        return f"not rewritten: {region}"
+    args = (r.rotary_dim, r.interleaved, r.half_table)
+
+    def ref(x, c, s):
+        return (rope_ref(x, None, c, s, *args)[0],)
+
+    v = discover.verify(region, "rope", args, ref, ref)  # rope_ref computes in float64 on float64 inputs
+    if not v.ok:
+        return f"verification failed: {v.reason}"
+    r.note = "found by discovery, verified" + (" (cached)" if v.cached else "") + (f"; {v.note}" if v.note else "")
+    return None
+
 
 # ---------------------------------------------------------------------------------------------------------
 # Cached path: prove where cos/sin come from, build the float32 table once, index it by position.
@@ -496,12 +663,14 @@ class RoPEPass:
         self._tables: dict[tuple[int, int], Node] = {}
         rots: list[Rotation] = []
         for n in list(graph.nodes):
-            r = _match_add(n) or _match_complex(n)
+            r = _match_add(n) or _match_complex(n) or _match_combo(n)
             if r is None:
                 continue
             while _fold_partial(r) or _fold_upcast(r):
                 pass
             why = _table_ok(r)
+            if why is None and r.verify:
+                why = _verify(r)
             if why is not None:
                 miss = NearMiss("rope", f"RoPE ({r.style})", why, location_of(r.anchor))
                 ctx.near_miss(r.anchor.name, miss)
@@ -562,8 +731,9 @@ class RoPEPass:
         if reorder:  # users of the earlier rotation now come before the op: move them after it
             stable_topological_sort(graph)
         shape, dtype = describe(qv)
-        detail = "; ".join([f"on-the-fly: {self._plan(graph, r1)}", *choice.reasons])
-        note = "; ".join(["on-the-fly (no cached table)", *choice.reasons])  # the table's short form
+        extra = [r1.note] if r1.note else []
+        detail = "; ".join([f"on-the-fly: {self._plan(graph, r1)}", *extra, *choice.reasons])
+        note = "; ".join(["on-the-fly (no cached table)", *extra, *choice.reasons])  # the table's short form
         ctx.matched(r1.anchor.name, MatchRecord("rope", "rope", choice.provider, shape, dtype, where, note,
                                                 detail))
         return True
@@ -618,8 +788,9 @@ class RoPEPass:
             g = insert_call(graph, before, operator.getitem, (op, i), like=r.anchor)
             r.out.replace_all_uses_with(g)
         shape, dtype = describe(qv)
-        detail = "; ".join([plan.note, *choice.reasons])
-        short = f"cached table [{plan.table.shape[0]}, {plan.table.shape[1]}]"  # the table's short form
+        extra = [r1.note] if r1.note else []
+        detail = "; ".join([plan.note, *extra, *choice.reasons])
+        short = "; ".join([f"cached table [{plan.table.shape[0]}, {plan.table.shape[1]}]", *extra])  # short form
         ctx.matched(r1.anchor.name, MatchRecord("rope", "rope_cached", choice.provider, shape, dtype,
                                                 location_of(r1.anchor), "; ".join([short, *choice.reasons]),
                                                 detail))

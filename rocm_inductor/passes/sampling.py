@@ -21,6 +21,11 @@ Covers (post-grad ATen graph, after ``canonicalize``), walking *up* from the ran
   broadcastable per row (HF's min-new-tokens EOS mask, or a min-p mask the op can't apply itself; the mask stays
   an Inductor-computed input, which is exact).
 
+Also (issue 15): the Gumbel-max draw ``argmax(s - log(-log(u)), -1)`` (a draw from softmax(s)); an exponential
+noise cast to the probabilities' dtype (gpt-fast in bf16); and, when the probabilities the draw reads are also
+used elsewhere (gpt-fast's ``sample`` returns them), the draw alone is rewritten on them (``is_probs``) and the
+filters stay in Inductor (the match note says so). A random draw left in the graph is a near-miss.
+
 Parameters come from the graph (k from ``topk``, p = 1 - the ``le`` threshold or the ``top_p`` tensor under
 ``1 - top_p``, min_p from the ``mul``, T from the ``div``).
 Deliberately left alone: greedy ``argmax(logits)`` (nothing random: Inductor's kernel is right); ``multinomial``
@@ -179,6 +184,7 @@ class Chain:
     stopped_at: str = ""  # why the upward walk stopped (for near-miss reports)
     refused: str = ""  # why the whole chain must stay in Inductor (e.g. a NaN temperature)
     notes: list[str] = dataclasses.field(default_factory=list)  # partial matches (for near-miss reports)
+    verified: str = ""  # the verification's note for the report (issue 15), empty when not verified
 
     @property
     def top_k_first(self) -> bool:
@@ -212,7 +218,7 @@ def _draw(n: Node) -> Chain | None:
     if _is(n, aten.argmax.default) and len(n.args) >= 2 and _is(n.args[0], aten.div.Tensor):
         p, q = n.args[0].args
         if not (isinstance(p, Node) and isinstance(q, Node) and _ndim(p) == 2 and _last_dim(p, n.args[1])
-                and _exponential_of(q)):
+                and (_exponential_of(q) or _exponential_of(_strip_converts(q)))):  # bf16 probs: cast noise
             return None
         if tuple(_val(q).shape) != tuple(_val(p).shape):
             return None
@@ -220,6 +226,46 @@ def _draw(n: Node) -> Chain | None:
         s = _softmax_input(p)
         return Chain(n, p, keep, is_probs=True) if s is None else Chain(n, s, keep)
     return None
+
+
+def _uniform(u: Any) -> bool:
+    """``u`` is a uniform draw: Inductor's ``inductor_random(..., "rand")`` or ``aten.rand`` / ``rand_like``."""
+    if _is(u, prims.inductor_random.default):
+        return u.args[2] == "rand"
+    return _is(u, aten.rand.default, aten.rand_like.default)
+
+
+def _gumbel_noise(g: Any) -> bool:
+    """``g`` is ``log(-log(u))`` (minus Gumbel noise), u uniform."""
+    if not (_is(g, aten.log.default) and _is(g.args[0], aten.neg.default)):
+        return False
+    inner = g.args[0].args[0]
+    return _is(inner, aten.log.default) and _uniform(inner.args[0])
+
+
+def _gumbel_draw(n: Node) -> Chain | None:
+    """Gumbel-max: ``argmax(s - log(-log(u)), -1)`` (equivalently ``s + Gumbel``), a draw from softmax(s)."""
+    if not (_is(n, aten.argmax.default) and len(n.args) >= 2 and _last_dim(n.args[0], n.args[1])):
+        return None
+    a = n.args[0]
+    if not (_is(a, aten.sub.Tensor) and len(a.args) == 2 and a.kwargs.get("alpha", 1) == 1):
+        return None
+    s, g = a.args
+    if not (isinstance(s, Node) and _gumbel_noise(g) and _ndim(s) == 2) or tuple(_val(g).shape) != tuple(_val(s).shape):
+        return None
+    keep = bool(n.args[2]) if len(n.args) > 2 else bool(n.kwargs.get("keepdim", False))
+    return Chain(n, s, keep)
+
+
+def _escaping_probs(n: Node) -> Node | None:
+    """The probabilities the draw at ``n`` reads when they are also used elsewhere (gpt-fast returns them)."""
+    if _is(n, aten.multinomial.default):
+        p = n.args[0]
+    elif _is(n, aten.argmax.default) and _is(n.args[0], aten.div.Tensor):
+        p = n.args[0].args[0]
+    else:
+        return None
+    return p if isinstance(p, Node) and len(p.users) > 1 else None
 
 
 # -- filter stages: each returns (upstream scores, params) or None --------------------------------------
@@ -608,6 +654,81 @@ def _upstream_sort(start: Node) -> Node | None:
     return None
 
 
+_RANDOM = (prims.inductor_random.default, aten.rand.default, aten.rand_like.default, aten.exponential.default,
+           aten.multinomial.default, aten.randn.default, aten.randn_like.default)
+
+
+def _random_ancestor(n: Node, depth: int = 6) -> Node | None:
+    """A random op among the ancestors of ``n`` within ``depth`` steps (a draw's noise), else None."""
+    frontier, seen = [n], set()
+    for _ in range(depth):
+        nxt = []
+        for m in frontier:
+            for a in m.all_input_nodes:
+                if a in seen:
+                    continue
+                seen.add(a)
+                if _is(a, *_RANDOM):
+                    return a
+                nxt.append(a)
+        frontier = nxt
+    return None
+
+
+def _unrecognised_draws(graph: Graph, ctx: PassContext) -> None:
+    """Report random draws left in the graph (a multinomial, an argmax over noise): silence is a bug."""
+    for n in graph.nodes:
+        if _is(n, aten.multinomial.default):
+            why = "multinomial with more than one sample, a generator, or probabilities that are not (B, V)"
+        elif _is(n, aten.argmax.default) and _random_ancestor(n) is not None:
+            why = "an argmax over random noise that is neither the exponential race nor Gumbel-max we know"
+        else:
+            continue
+        ctx.near_miss(n.name, NearMiss("sampling", "sampling draw", f"not rewritten: {why}", location_of(n)),
+                      overwrite=False)
+
+
+def _draw_probs(n: Node) -> Node | None:
+    """The probabilities node the draw at ``n`` reads (multinomial's input, the exponential race's numerator)."""
+    if _is(n, aten.multinomial.default):
+        return n.args[0]
+    if _is(n, aten.argmax.default) and _is(n.args[0], aten.div.Tensor):
+        return n.args[0].args[0]
+    return None
+
+
+def _verify_chain(n: Node, c: Chain) -> str | None:
+    """Verify a recognised chain with filters and constant parameters: the region from the scores to the drawn
+    probabilities, evaluated on random logits (passes/discover.py), must equal HF's filtered distribution with
+    the parameters read off the graph (``exact_distribution``). Returns the failed check, None when it holds
+    (or when there is nothing to verify: no filters, per-row tensors, a ban)."""
+    from ..providers.reference_sampling import exact_distribution
+    from . import discover
+
+    probs = _draw_probs(n)
+    params = (c.temperature, c.top_k, c.top_p, c.min_p)
+    if c.is_probs or not c.order or c.ban is not None or probs is None or any(isinstance(v, Node) for v in params):
+        return None
+    region = discover.extract([c.scores], [probs])
+    if isinstance(region, str):
+        return None  # the structural recogniser matched a chain with shared intermediates: trust it
+    t, k, p, mp = float(c.temperature), int(c.top_k), float(c.top_p), float(c.min_p)
+
+    pdt = _val(probs).dtype
+
+    def dist(scores: torch.Tensor) -> torch.Tensor:
+        flat = scores.reshape(-1, scores.shape[-1])
+        rows = [exact_distribution(r.double(), t, k, p, mp, c.top_k_first) for r in flat]
+        return torch.stack(rows).reshape(scores.shape)
+
+    v = discover.verify(region, "sampling", (t, k, p, mp, c.top_k_first, tuple(c.order)),
+                        lambda s64: (dist(s64),), lambda s: (dist(s).to(pdt),))
+    if not v.ok:
+        return f"verification failed: {v.reason}"
+    c.verified = "filtered distribution verified against HF's on random logits" + (" (cached)" if v.cached else "")
+    return None
+
+
 class SamplingPass:
     """The sampling pass (see module docstring)."""
 
@@ -618,10 +739,13 @@ class SamplingPass:
         for n in list(graph.nodes):
             if n.op != "call_function" or n.graph is not graph:
                 continue
-            c = _draw(n)
+            c = _draw(n) or _gumbel_draw(n)
             if c is None:
                 continue
             where = location_of(n)
+            escaped = _escaping_probs(n) if not c.is_probs else None
+            if escaped is not None:  # the filtered distribution is needed anyway: draw on it, filters stay
+                c = Chain(n, escaped, c.keepdim, is_probs=True)
             sv = _val(c.scores)
             if not isinstance(sv, torch.Tensor) or sv.ndim != 2 or not sv.is_floating_point():
                 ctx.near_miss(n.name, NearMiss("sampling", "sampling draw", "scores are not a 2D float "
@@ -631,6 +755,10 @@ class SamplingPass:
             if c.refused:
                 ctx.near_miss(n.name, NearMiss("sampling", "sampling chain", c.refused + "; it stays in "
                                                "Inductor", where))
+                continue
+            why = _verify_chain(n, c)
+            if why is not None:
+                ctx.near_miss(n.name, NearMiss("sampling", "sampling chain", why, where))
                 continue
             rows = {name for name, val in (("temperature", c.temperature), ("top_k", c.top_k),
                                            ("top_p", c.top_p), ("min_p", c.min_p)) if isinstance(val, Node)}
@@ -650,7 +778,9 @@ class SamplingPass:
             graph.erase_node(n)
             shape, dtype = describe(_val(c.scores))
             filters = "+".join(reversed(c.order)) or ("probs" if c.is_probs else "plain")
-            ctx.matched(n.name, MatchRecord("sampling", "sample", choice.provider, shape, dtype, where))
+            note = ("the filtered distribution escapes (also used or returned): the draw is rewritten on the "
+                    "probabilities (is_probs), the filters stay in Inductor") if escaped is not None else c.verified
+            ctx.matched(n.name, MatchRecord("sampling", "sample", choice.provider, shape, dtype, where, note))
             graph.eliminate_dead_code()
             left = _upstream_sort(c.scores) if c.stopped_at or not c.order else None
             reasons = ([c.stopped_at] if c.stopped_at else []) + c.notes
@@ -660,3 +790,4 @@ class SamplingPass:
                 ctx.near_miss(f"{n.name}:filters", NearMiss(
                     "sampling", f"filters above the rewritten draw ({filters})",
                     "; ".join(reasons) + "; it stays in Inductor", location_of(left) or where))
+        _unrecognised_draws(graph, ctx)

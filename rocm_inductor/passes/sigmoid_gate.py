@@ -9,6 +9,9 @@ Covers (after ``canonicalize``), in float16/bfloat16/float32, static or dynamic 
   dtype (no broadcast) and the product feeds a projection (``mm``/``addmm``/``bmm`` activation operand,
   through views). Feeding a projection is what makes the extern op free: the matmul ends Inductor's
   fusion anyway, while a product that feeds more elementwise ops is better left fused (reported).
+- through casts (discovery, issue 15): ``x * sigmoid(g.float()).to(x.dtype)`` (BailingHybrid's spelling),
+  ``(x.float() * sigmoid(g.float())).to(x.dtype)`` (Inkling2), ``(x * sigmoid(g.float())).to(x.dtype)``: found
+  from the sigmoid, verified against ``sigmoid_gate_ref`` on random inputs (passes/discover.py), rewritten;
 Deliberately left alone (silently: they are not this op):
 - SiLU ``x * sigmoid(x)`` (operands from one tensor; ``F.silu`` reaches this graph already decomposed to
   ``x / (1 + exp(-x))`` and never matches);
@@ -192,6 +195,92 @@ def _leftovers(graph: Graph, ctx: PassContext) -> None:
                     "(training graph: backward keeps it)", location_of(mul)), overwrite=False)
 
 
+_CONVERT = torch.ops.prims.convert_element_type.default
+
+
+def _strip_casts(n: Any) -> Any:
+    while isinstance(n, Node) and n.op == "call_function" and n.target is _CONVERT:
+        n = n.args[0]
+    return n
+
+
+def _discover(graph: Graph, ctx: PassContext) -> None:
+    """Gates the pattern family missed because of casts (``x * sigmoid(g.float()).to(x.dtype)``,
+    ``(x.float() * sigmoid(g.float())).to(x.dtype)``): found from the sigmoid, region verified against
+    ``sigmoid_gate_ref`` (passes/discover.py), rewritten; a candidate not rewritten is a near-miss."""
+    from ..providers.reference import sigmoid_gate_ref
+    from . import discover
+    from .canonicalize import insert_call
+
+    for sig in list(graph.find_nodes(op="call_function", target=aten.sigmoid.default)):
+        if sig.graph is not graph or len(sig.users) != 1 or not isinstance(sig.args[0], Node):
+            continue
+        g = _strip_casts(sig.args[0])
+        cur, mul, chain = sig, None, []
+        while len(cur.users) == 1:
+            u = next(iter(cur.users))
+            if u.op != "call_function" or u.target not in (_CONVERT, aten.mul.Tensor) or (
+                    u.target is aten.mul.Tensor and mul is not None):
+                break
+            if u.target is aten.mul.Tensor:
+                if len(u.args) != 2 or not all(isinstance(a, Node) for a in u.args):
+                    break
+                mul = u
+            chain.append(u)
+            cur = u
+        if mul is None or (sig.args[0] is g and chain[0] is mul and len(chain) == 1):
+            continue  # no multiply, or the plain uncast form (the pattern family saw it)
+        xp = mul.args[1] if _strip_casts(mul.args[0]) is sig or mul.args[0] in chain else mul.args[0]
+        x = _strip_casts(xp)
+        if not isinstance(x, Node) or not isinstance(g, Node):
+            continue
+        xv, gv = x.meta.get("val"), g.meta.get("val")
+        if not (isinstance(xv, torch.Tensor) and isinstance(gv, torch.Tensor)) or not _same_shape(xv, gv):
+            continue  # broadcast (router / shared-expert sigmoid): not this op
+        if not_this_op(x, g) is not None:
+            continue  # SiLU / GLU
+        outs = [n for n in chain[chain.index(mul):] if n.meta["val"].dtype == xv.dtype
+                and _same_shape(n.meta["val"], xv)]
+        where = location_of(mul)
+
+        def miss(reason: str, anchor: Node = sig, where: str = where) -> None:
+            ctx.near_miss(anchor.name, NearMiss("sigmoid_gate", "sigmoid gate", reason, where))
+
+        if not outs:
+            miss(f"the product's dtype differs from x ({dtype_name(xv)}) with no cast back: the op returns x's dtype")
+            continue
+        out = outs[-1]
+        if xv.dtype not in DTYPES or gv.dtype != xv.dtype:
+            miss(f"dtypes x={dtype_name(xv)}, gate={dtype_name(gv)}: the op takes one of float16/bfloat16/float32 "
+                 "for both")
+            continue
+        if not feeds_projection(out):
+            miss("the product does not feed a projection (mm/addmm/bmm): Inductor fuses it with its "
+                 "elementwise neighbours, a separate op would cost a kernel")
+            continue
+        region = discover.extract([x, g], [out])
+        if isinstance(region, str):
+            miss(f"not rewritten: {region}")
+            continue
+        v = discover.verify(region, "sigmoid_gate", (), lambda a, b: (a * torch.sigmoid(b),),
+                            lambda a, b: (sigmoid_gate_ref(a, b),))
+        if not v.ok:
+            miss(f"verification failed: {v.reason}")
+            continue
+        choice = ctx.choose("sigmoid_gate", gate_spec(xv, gv))
+        if choice.provider is None:
+            miss(choice.why_not)
+            continue
+        new = insert_call(graph, out, torch.ops.rocm_fused.sigmoid_gate.default, (x, g, choice.provider), like=mul)
+        out.replace_all_uses_with(new)
+        shape, dtype = describe(xv)
+        note = "; ".join(t for t in ("found by discovery, verified" + (" (cached)" if v.cached else ""), v.note,
+                                     *choice.reasons) if t)
+        ctx.matched(sig.name, MatchRecord("sigmoid_gate", "sigmoid_gate", choice.provider, shape, dtype, where,
+                                          note))
+        graph.eliminate_dead_code()
+
+
 class SigmoidGatePass:
     """The sigmoid output gate pass (see module docstring)."""
 
@@ -201,4 +290,5 @@ class SigmoidGatePass:
     def __call__(self, graph: Graph, ctx: PassContext) -> None:
         patterns().apply(graph)
         graph.eliminate_dead_code()
+        _discover(graph, ctx)
         _leftovers(graph, ctx)
