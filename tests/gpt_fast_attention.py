@@ -1,120 +1,19 @@
-"""gpt-fast's attention, reproduced for the attention pass tests.
+"""gpt-fast's attention layers stacked without the MLP, for the attention pass tests.
 
-Source: https://github.com/pytorch-labs/gpt-fast ``model.py`` at commit 32971d3129541c5bfb4f715abc33d1c5f408d204
-(2024-09-15): ``KVCache``, ``Attention``, ``precompute_freqs_cis`` and ``apply_rotary_emb`` are copied as
-written there (BSD-3-Clause, Meta Platforms); only the load-state-dict hook is left out, and ``AttnStack``
-below stands in for ``Transformer.forward``'s mask/rope lookup (``causal_mask[None, None, input_pos]``,
-``freqs_cis[input_pos]``) around a stack of these attention layers.
+``KVCache``, ``Attention``, ``precompute_freqs_cis`` and ``ModelArgs`` are gpt-fast's (``tests/gpt_fast_model.py``,
+from https://github.com/pytorch-labs/gpt-fast ``model.py`` at commit 32971d3); ``AttnStack`` below stands in for
+``Transformer.forward``'s mask/rope lookup (``causal_mask[None, None, input_pos]``, ``freqs_cis[input_pos]``)
+around a stack of those attention layers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn as nn
+from gpt_fast_model import Attention, KVCache, ModelArgs, precompute_freqs_cis
 from torch import Tensor
-from torch.nn import functional as F
 
-
-@dataclass
-class ModelArgs:
-    """The fields of gpt-fast's ``ModelArgs`` that ``Attention`` reads."""
-
-    dim: int = 64
-    n_head: int = 8
-    n_local_heads: int = 2
-    head_dim: int = 8
-    block_size: int = 64
-    rope_base: float = 10000
-
-
-class KVCache(nn.Module):
-    def __init__(self, max_batch_size, max_seq_length, n_heads, head_dim, dtype=torch.bfloat16):
-        super().__init__()
-        cache_shape = (max_batch_size, n_heads, max_seq_length, head_dim)
-        self.register_buffer('k_cache', torch.zeros(cache_shape, dtype=dtype))
-        self.register_buffer('v_cache', torch.zeros(cache_shape, dtype=dtype))
-
-    def update(self, input_pos, k_val, v_val):
-        # input_pos: [S], k_val: [B, H, S, D]
-        assert input_pos.shape[0] == k_val.shape[2]
-
-        k_out = self.k_cache
-        v_out = self.v_cache
-        k_out[:, :, input_pos] = k_val
-        v_out[:, :, input_pos] = v_val
-
-        return k_out, v_out
-
-
-class Attention(nn.Module):
-    def __init__(self, config: ModelArgs):
-        super().__init__()
-        assert config.dim % config.n_head == 0
-
-        total_head_dim = (config.n_head + 2 * config.n_local_heads) * config.head_dim
-        # key, query, value projections for all heads, but in a batch
-        self.wqkv = nn.Linear(config.dim, total_head_dim, bias=False)
-        self.wo = nn.Linear(config.dim, config.dim, bias=False)
-        self.kv_cache = None
-
-        self.n_head = config.n_head
-        self.head_dim = config.head_dim
-        self.n_local_heads = config.n_local_heads
-        self.dim = config.dim
-
-    def forward(self, x: Tensor, freqs_cis: Tensor, mask: Tensor, input_pos: Tensor | None = None) -> Tensor:
-        bsz, seqlen, _ = x.shape
-
-        kv_size = self.n_local_heads * self.head_dim
-        q, k, v = self.wqkv(x).split([self.dim, kv_size, kv_size], dim=-1)
-
-        q = q.view(bsz, seqlen, self.n_head, self.head_dim)
-        k = k.view(bsz, seqlen, self.n_local_heads, self.head_dim)
-        v = v.view(bsz, seqlen, self.n_local_heads, self.head_dim)
-
-        q = apply_rotary_emb(q, freqs_cis)
-        k = apply_rotary_emb(k, freqs_cis)
-
-        q, k, v = map(lambda x: x.transpose(1, 2), (q, k, v))
-
-        if self.kv_cache is not None:
-            k, v = self.kv_cache.update(input_pos, k, v)
-
-        k = k.repeat_interleave(self.n_head // self.n_local_heads, dim=1)
-        v = v.repeat_interleave(self.n_head // self.n_local_heads, dim=1)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.0)
-
-        y = y.transpose(1, 2).contiguous().view(bsz, seqlen, self.dim)
-
-        y = self.wo(y)
-        return y
-
-
-def precompute_freqs_cis(seq_len: int, n_elem: int, base: int = 10000,
-                         dtype: torch.dtype = torch.bfloat16) -> Tensor:
-    freqs = 1.0 / (base ** (torch.arange(0, n_elem, 2)[: (n_elem // 2)].float() / n_elem))
-    t = torch.arange(seq_len, device=freqs.device)
-    freqs = torch.outer(t, freqs)
-    freqs_cis = torch.polar(torch.ones_like(freqs), freqs)
-    cache = torch.stack([freqs_cis.real, freqs_cis.imag], dim=-1)
-    return cache.to(dtype=dtype)
-
-
-def apply_rotary_emb(x: Tensor, freqs_cis: Tensor) -> Tensor:
-    xshaped = x.float().reshape(*x.shape[:-1], -1, 2)
-    freqs_cis = freqs_cis.view(1, xshaped.size(1), 1, xshaped.size(3), 2)
-    x_out2 = torch.stack(
-        [
-            xshaped[..., 0] * freqs_cis[..., 0] - xshaped[..., 1] * freqs_cis[..., 1],
-            xshaped[..., 1] * freqs_cis[..., 0] + xshaped[..., 0] * freqs_cis[..., 1],
-        ],
-        -1,
-    )
-
-    x_out2 = x_out2.flatten(3)
-    return x_out2.type_as(x)
+__all__ = ["AttnStack", "ModelArgs"]
 
 
 class AttnStack(nn.Module):

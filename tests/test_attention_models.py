@@ -109,7 +109,7 @@ def test_hf_static_cache_decode(family):
 def test_gpt_fast_attention():
     """gpt-fast's Attention + KVCache (repeat_interleave, causal_mask[None, None, input_pos]) decoding."""
     torch.manual_seed(0)
-    args = ModelArgs()
+    args = ModelArgs(dim=64, n_head=8, n_local_heads=2, head_dim=8)  # GQA 8 q / 2 kv heads
     eager = AttnStack(args, n_layer=2, max_batch_size=2, max_seq_length=16).eval()
     comp_model = AttnStack(args, n_layer=2, max_batch_size=2, max_seq_length=16).eval()
     comp_model.load_state_dict(eager.state_dict())
