@@ -48,7 +48,7 @@ import rocm_inductor  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
-from timing import time_call  # noqa: E402  (benchmarks/timing.py)
+from timing import time_call, versions  # noqa: E402  (benchmarks/timing.py)
 
 CONFIGS = ("inductor", "rocm_fused")
 CSV_COLUMNS = ("model", "max_cache_len", "batch", "config", "step_us")
@@ -173,21 +173,6 @@ def write(rows: list[dict], out: str, title: str, extra: list[str]) -> str:
     with open(os.path.join(out, "decode_attention.md"), "w") as f:
         f.write(f"# {title}\n\n{text}")
     return text
-
-
-def versions() -> str:
-    """One line: date, device, torch / triton / transformers versions."""
-    import transformers
-
-    try:
-        import triton
-
-        tv = triton.__version__
-    except Exception:
-        tv = "none"
-    dev = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
-    return (f"{time.strftime('%Y-%m-%d')}, {dev}, torch {torch.__version__}, triton {tv}, "
-            f"transformers {transformers.__version__}")
 
 
 def main(argv=None) -> int:

@@ -53,7 +53,7 @@ import torch.nn.functional as F  # noqa: E402
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(1, str(pathlib.Path(__file__).resolve().parents[1]))  # rocm_inductor without an install
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
-from timing import copy_bandwidth_gbs, time_call, write_results  # noqa: E402
+from timing import copy_bandwidth_gbs, graph_time_us, time_call, versions, write_results  # noqa: E402
 
 CONFIGS = ("inductor", "rocm_fused", "inductor_freezing", "rocm_fused_freezing", "rocm_fused_all")
 FREEZING = ("inductor_freezing", "rocm_fused_freezing")
@@ -101,28 +101,9 @@ def _time_rotating(calls, cuda: bool, reps: int = 10) -> float:
         for c in calls:
             c()
         return (time.perf_counter() - t) * 1e6 / len(calls)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):  # warm-up (and our kernel's one-time tuning) outside the capture
-        for c in calls:
-            c()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for c in calls:
-            c()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        graph.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / len(calls))
-    return statistics.median(times)
+    # one graph holds every call (weights rotated over copies > L2); our kernel's one-time tuning runs in
+    # the warm-up outside the capture
+    return graph_time_us(lambda: [c() for c in calls], 1, reps) / len(calls)
 
 
 def _copies(nbytes: int, cuda: bool) -> int:
@@ -342,21 +323,6 @@ def _write_steps(rows, details, args) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- main
-
-
-def versions() -> str:
-    """One line: date, device, torch / triton / transformers versions."""
-    import transformers
-
-    try:
-        import triton
-
-        tv = triton.__version__
-    except Exception:
-        tv = "none"
-    dev = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
-    return (f"{time.strftime('%Y-%m-%d')}, {dev}, torch {torch.__version__}, triton {tv}, "
-            f"transformers {transformers.__version__}")
 
 
 def main(argv=None) -> int:

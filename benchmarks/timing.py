@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 
 import torch
@@ -99,3 +100,18 @@ def time_call(call: Callable[[], object], reps: int, rounds: int, cuda: bool) ->
                 call()
             out.append((time.perf_counter() - t) * 1e6 / reps)
     return out
+
+
+def versions() -> str:
+    """One line: date, device, torch / triton / transformers versions."""
+    import transformers
+
+    try:
+        import triton
+
+        tv = triton.__version__
+    except Exception:
+        tv = "none"
+    dev = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    return (f"{time.strftime('%Y-%m-%d')}, {dev}, torch {torch.__version__}, triton {tv}, "
+            f"transformers {transformers.__version__}")
