@@ -252,6 +252,13 @@ def head_source(node: Node, hq: int) -> HeadSource | str:
                 if _is(src5, aten.unsqueeze.default) and src5.args[1] not in (1, 2, -3, -4):
                     src4 = None
                 s4, out4 = _shape(src4), _shape(n)
+                # the expand may broadcast only the group dim: a batch-1 (shared-prefix) K/V broadcast to the
+                # batch in the same expand is not a head repeat of a (B, Hkv, L, D) tensor
+                bcast = [j for j in (0, 3, 4) if not _eq(s5[j], e5[j])]
+                if bcast and src4 is not None and len(s4) == 4:
+                    j = bcast[0]
+                    return (f"the head repeat's expand also broadcasts dim {j} ({s5[j]} -> {e5[j]}): a "
+                            "batch/length-broadcast K/V; the op takes K/V with q's batch")
                 if src4 is not None and len(s4) == 4 and len(out4) == 4 and isinstance(s4[1], int) and \
                         e5[1] * e5[2] == hq and all(_eq(out4[i], e5[j]) for i, j in ((0, 0), (2, 3), (3, 4))):
                     hkv = s4[1]
@@ -509,6 +516,9 @@ def rewrite(graph: Graph, ctx: PassContext, cand: Candidate) -> None:
     for name, s in (("K", ks), ("V", vs)):
         if isinstance(s, str):
             raise _Miss(f"{name}: {s}")
+    for name, s in (("K", ks), ("V", vs)):  # the un-repeated tensor must still agree with q on the batch
+        if not _eq(_shape(s.node)[0], q.shape[0]):
+            raise _Miss(f"{name}: {s.spelling} source has batch {_shape(s.node)[0]}, q has {q.shape[0]}")
     if _shape(ks.node)[1] != _shape(vs.node)[1]:  # e.g. V sliced after its repeat: take both as given (MHA)
         why = f"K {ks.spelling} x{ks.groups}, V {vs.spelling} x{vs.groups}: both taken as given"
         ks, vs = HeadSource(k_node, 1, why), HeadSource(v_node, 1, why)
