@@ -34,3 +34,31 @@ def test_batch_broadcast_kv_inside_the_repeat_expand():
     assert "broadcast" in miss.reason, miss.reason
     with torch.no_grad():
         torch.testing.assert_close(out, fn(q, k, v))
+
+
+def test_math_form_attentions_sharing_one_kv_cache_are_both_rewritten():
+    """HF's eager attention (``softmax(q k^T * s + mask) @ v``, kept in the math form because of the mask) run
+    twice over one K/V (cross-layer KV sharing, two query sets over one cache). The flattening ``reshape`` of
+    the shared K/V (one node after CSE) feeds both attentions' bmm; that is operand preparation, not the
+    scores or probabilities, so both attentions are rewritten (they were near-misses "view_1 (attention scores
+    / probabilities) is also used by bmm_2 (output_attentions?)")."""
+
+    def eager_attn(q, k, v, m):  # transformers' eager_attention_forward, MHA
+        w = torch.matmul(q, k.transpose(2, 3)) * (q.shape[-1] ** -0.5) + m
+        w = torch.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        return torch.matmul(w, v)
+
+    def fn(q1, q2, k, v, m):
+        return eager_attn(q1, k, v, m) + eager_attn(q2, k, v, m)
+
+    gen = torch.Generator().manual_seed(0)
+    q1, q2 = (torch.randn(2, 8, 2, 16, generator=gen) for _ in range(2))
+    k, v = (torch.randn(2, 8, 24, 16, generator=gen) for _ in range(2))
+    m = torch.zeros(2, 1, 2, 24)
+    m[..., 20:] = torch.finfo(torch.float32).min
+    out, seen = compile_run(fn, q1, q2, k, v, m)
+    rep = seen[0].report
+    assert [n.reason for n in rep.near_misses if n.pass_name == "attention"] == []
+    assert seen[0].after[OP] == 2
+    with torch.no_grad():
+        torch.testing.assert_close(out, fn(q1, q2, k, v, m))
