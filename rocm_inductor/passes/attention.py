@@ -15,8 +15,8 @@ Covers, in float16/bfloat16/float32, static or dynamic batch / KV length:
   masked_fill(~m, -inf))``, softmax as Inductor decomposes it (``exp(s - amax) / sum``, with or without an
   fp32 up/down-cast and SDPA's safe-softmax ``where``): HF's eager attention, CPU SDPA's own decomposition
   (Dv != D, a 3D mask), SDPA's math fallback (half q/k/v up-cast to float32 and the result cast back: the
-  op gets the half tensors, no float32 copy of the cache); scale = a * b * c. Every node inside must feed
-  only this attention;
+  op gets the half tensors, no float32 copy of the cache); scale = a * b * c. Every node from the scores on
+  must feed only this attention (the q/k/v/mask preparation may be shared, e.g. two attentions over one cache);
 - K and V behind a head repeat of a smaller tensor, mapping query head ``h`` to kv head ``h // g``:
   HF ``repeat_kv`` and gpt-fast / int-repeat ``repeat_interleave(g, dim=1)`` (both reach this graph as
   ``unsqueeze(x, 2) -> expand -> clone -> reshape``), a head gather ``x[:, idx]`` / ``index_select(x, 1, idx)``
@@ -711,9 +711,16 @@ def math_candidate(bmm2: Node) -> Candidate | None:
             continue
         inside.add(n)
         todo.extend(a for a in n.all_input_nodes)
+    # only the nodes computed from the scores (bmm(q, k^T) onwards) must be private: the operand preparation
+    # (q/k/v flattening views, mask conversions) may also feed another attention over the same K/V
+    bmm1 = _strip_scale(scores)[0].args[0]
+    on_scores: set[Node] = set()
+    for n in bmm2.graph.nodes:  # topological order
+        if n in inside and (n is bmm1 or any(a in on_scores for a in n.all_input_nodes)):
+            on_scores.add(n)
     for n in inside:
-        if not n.all_input_nodes:
-            continue  # constants (full / scalar_tensor) may be shared
+        if not n.all_input_nodes or n not in on_scores:
+            continue  # constants (full / scalar_tensor) and operand preparation may be shared
         extra = [u for u in n.users if u not in inside and u is not out]
         if extra:
             raise _Miss(f"{n.name} (attention scores / probabilities) is also used by {extra[0].name} "
