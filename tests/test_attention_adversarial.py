@@ -62,3 +62,22 @@ def test_math_form_attentions_sharing_one_kv_cache_are_both_rewritten():
     assert seen[0].after[OP] == 2
     with torch.no_grad():
         torch.testing.assert_close(out, fn(q1, q2, k, v, m))
+
+
+def test_sdpa_dropout_on_cpu_is_a_near_miss():
+    """``F.scaled_dot_product_attention(..., dropout_p=0.1)`` (dropout applies whatever the module's mode) reaches
+    the CPU post-grad graph as SDPA's math form with a random keep-mask on the probabilities. It is not
+    rewritten (the op has no dropout) and, as the pass's docstring promises for dropout, it is reported as a
+    near-miss (it was silently skipped: no match, no near-miss)."""
+
+    def fn(q, k, v):
+        k, v = (x[:, :, None].expand(2, 2, 4, 24, 16).reshape(2, 8, 24, 16) for x in (k, v))
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 8, 1, 16, generator=gen)
+    k, v = (torch.randn(2, 2, 24, 16, generator=gen) for _ in range(2))
+    out, seen = compile_run(fn, q, k, v)
+    assert seen[0].after[OP] == 0 and out.shape == (2, 8, 1, 16)
+    (miss,) = [n for n in seen[0].report.near_misses if n.pass_name == "attention"]
+    assert "dropout" in miss.reason, miss.reason
