@@ -661,6 +661,39 @@ def _qk(n: Any) -> tuple[Any, Any, float] | None:
     return q, k, a * b * c
 
 
+#: Random sources of a dropout keep-mask in a post-grad graph.
+_RANDOM_OPS = tuple(op for op in (getattr(prims, "inductor_random", None), getattr(aten, "rand", None),
+                                  getattr(aten, "rand_like", None), getattr(aten, "bernoulli", None))
+                    if op is not None)
+
+
+def _is_random(n: Any, depth: int = 0) -> bool:
+    """``n`` is computed (within 3 ops) from a random op: a dropout keep-mask such as ``rand > p``."""
+    if not (isinstance(n, Node) and n.op == "call_function"):
+        return False
+    if getattr(n.target, "overloadpacket", None) in _RANDOM_OPS:
+        return True
+    return depth < 3 and any(_is_random(a, depth + 1) for a in n.all_input_nodes)
+
+
+def _under_dropout(p: Any) -> Any:
+    """The probabilities behind dropout ``p * keep * (1 / (1 - p_drop))`` with a random ``keep`` (SDPA's math
+    form with ``dropout_p > 0``), else None."""
+    n, random = p, False
+    for _ in range(4):
+        if not (_is(n, aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar) and len(n.args) == 2):
+            break
+        a, b = n.args
+        if not isinstance(b, Node):
+            n = a
+            continue
+        ra, rb = _is_random(a), _is_random(b)
+        if ra == rb:
+            break
+        random, n = True, (b if ra else a)
+    return n if random else None
+
+
 def math_candidate(bmm2: Node) -> Candidate | None:
     """The :class:`Candidate` of a decomposed attention ending in ``bmm2`` (``softmax(q k^T * s + m) @ v``),
     None when ``bmm2`` is not one; :class:`_Miss` when it is one that cannot be rewritten."""
@@ -673,6 +706,10 @@ def math_candidate(bmm2: Node) -> Candidate | None:
         return None
     s = _softmax_input(p4)
     if s is None:
+        inner = _under_dropout(p4)
+        if inner is not None and _softmax_input(inner) is not None:
+            raise _Miss("dropout on the attention probabilities (a random keep-mask in the graph, SDPA's math "
+                        "form with dropout_p > 0): the op has no dropout")
         return None
     mask = MaskSource(None, "none")
     scores = s
