@@ -15,8 +15,8 @@ Covers, in float16/bfloat16/float32, static or dynamic batch / KV length:
   masked_fill(~m, -inf))``, softmax as Inductor decomposes it (``exp(s - amax) / sum``, with or without an
   fp32 up/down-cast and SDPA's safe-softmax ``where``): HF's eager attention, CPU SDPA's own decomposition
   (Dv != D, a 3D mask), SDPA's math fallback (half q/k/v up-cast to float32 and the result cast back: the
-  op gets the half tensors, no float32 copy of the cache); scale = a * b * c. Every node inside must feed
-  only this attention;
+  op gets the half tensors, no float32 copy of the cache); scale = a * b * c. Every node from the scores on
+  must feed only this attention (the q/k/v/mask preparation may be shared, e.g. two attentions over one cache);
 - K and V behind a head repeat of a smaller tensor, mapping query head ``h`` to kv head ``h // g``:
   HF ``repeat_kv`` and gpt-fast / int-repeat ``repeat_interleave(g, dim=1)`` (both reach this graph as
   ``unsqueeze(x, 2) -> expand -> clone -> reshape``), a head gather ``x[:, idx]`` / ``index_select(x, 1, idx)``
@@ -252,6 +252,13 @@ def head_source(node: Node, hq: int) -> HeadSource | str:
                 if _is(src5, aten.unsqueeze.default) and src5.args[1] not in (1, 2, -3, -4):
                     src4 = None
                 s4, out4 = _shape(src4), _shape(n)
+                # the expand may broadcast only the group dim: a batch-1 (shared-prefix) K/V broadcast to the
+                # batch in the same expand is not a head repeat of a (B, Hkv, L, D) tensor
+                bcast = [j for j in (0, 3, 4) if not _eq(s5[j], e5[j])]
+                if bcast and src4 is not None and len(s4) == 4:
+                    j = bcast[0]
+                    return (f"the head repeat's expand also broadcasts dim {j} ({s5[j]} -> {e5[j]}): a "
+                            "batch/length-broadcast K/V; the op takes K/V with q's batch")
                 if src4 is not None and len(s4) == 4 and len(out4) == 4 and isinstance(s4[1], int) and \
                         e5[1] * e5[2] == hq and all(_eq(out4[i], e5[j]) for i, j in ((0, 0), (2, 3), (3, 4))):
                     hkv = s4[1]
@@ -509,6 +516,9 @@ def rewrite(graph: Graph, ctx: PassContext, cand: Candidate) -> None:
     for name, s in (("K", ks), ("V", vs)):
         if isinstance(s, str):
             raise _Miss(f"{name}: {s}")
+    for name, s in (("K", ks), ("V", vs)):  # the un-repeated tensor must still agree with q on the batch
+        if not _eq(_shape(s.node)[0], q.shape[0]):
+            raise _Miss(f"{name}: {s.spelling} source has batch {_shape(s.node)[0]}, q has {q.shape[0]}")
     if _shape(ks.node)[1] != _shape(vs.node)[1]:  # e.g. V sliced after its repeat: take both as given (MHA)
         why = f"K {ks.spelling} x{ks.groups}, V {vs.spelling} x{vs.groups}: both taken as given"
         ks, vs = HeadSource(k_node, 1, why), HeadSource(v_node, 1, why)
@@ -651,6 +661,39 @@ def _qk(n: Any) -> tuple[Any, Any, float] | None:
     return q, k, a * b * c
 
 
+#: Random sources of a dropout keep-mask in a post-grad graph.
+_RANDOM_OPS = tuple(op for op in (getattr(prims, "inductor_random", None), getattr(aten, "rand", None),
+                                  getattr(aten, "rand_like", None), getattr(aten, "bernoulli", None))
+                    if op is not None)
+
+
+def _is_random(n: Any, depth: int = 0) -> bool:
+    """``n`` is computed (within 3 ops) from a random op: a dropout keep-mask such as ``rand > p``."""
+    if not (isinstance(n, Node) and n.op == "call_function"):
+        return False
+    if getattr(n.target, "overloadpacket", None) in _RANDOM_OPS:
+        return True
+    return depth < 3 and any(_is_random(a, depth + 1) for a in n.all_input_nodes)
+
+
+def _under_dropout(p: Any) -> Any:
+    """The probabilities behind dropout ``p * keep * (1 / (1 - p_drop))`` with a random ``keep`` (SDPA's math
+    form with ``dropout_p > 0``), else None."""
+    n, random = p, False
+    for _ in range(4):
+        if not (_is(n, aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar) and len(n.args) == 2):
+            break
+        a, b = n.args
+        if not isinstance(b, Node):
+            n = a
+            continue
+        ra, rb = _is_random(a), _is_random(b)
+        if ra == rb:
+            break
+        random, n = True, (b if ra else a)
+    return n if random else None
+
+
 def math_candidate(bmm2: Node) -> Candidate | None:
     """The :class:`Candidate` of a decomposed attention ending in ``bmm2`` (``softmax(q k^T * s + m) @ v``),
     None when ``bmm2`` is not one; :class:`_Miss` when it is one that cannot be rewritten."""
@@ -663,6 +706,10 @@ def math_candidate(bmm2: Node) -> Candidate | None:
         return None
     s = _softmax_input(p4)
     if s is None:
+        inner = _under_dropout(p4)
+        if inner is not None and _softmax_input(inner) is not None:
+            raise _Miss("dropout on the attention probabilities (a random keep-mask in the graph, SDPA's math "
+                        "form with dropout_p > 0): the op has no dropout")
         return None
     mask = MaskSource(None, "none")
     scores = s
@@ -701,9 +748,16 @@ def math_candidate(bmm2: Node) -> Candidate | None:
             continue
         inside.add(n)
         todo.extend(a for a in n.all_input_nodes)
+    # only the nodes computed from the scores (bmm(q, k^T) onwards) must be private: the operand preparation
+    # (q/k/v flattening views, mask conversions) may also feed another attention over the same K/V
+    bmm1 = _strip_scale(scores)[0].args[0]
+    on_scores: set[Node] = set()
+    for n in bmm2.graph.nodes:  # topological order
+        if n in inside and (n is bmm1 or any(a in on_scores for a in n.all_input_nodes)):
+            on_scores.add(n)
     for n in inside:
-        if not n.all_input_nodes:
-            continue  # constants (full / scalar_tensor) may be shared
+        if not n.all_input_nodes or n not in on_scores:
+            continue  # constants (full / scalar_tensor) and operand preparation may be shared
         extra = [u for u in n.users if u not in inside and u is not out]
         if extra:
             raise _Miss(f"{n.name} (attention scores / probabilities) is also used by {extra[0].name} "
