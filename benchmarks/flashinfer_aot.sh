@@ -8,7 +8,7 @@
 # Needs: the flashinfer and apache-tvm-ffi wheels (DEVICE.md), nvidia-curand's headers (pip download
 # nvidia-curand==10.4.4.72; only include/ is used), nvcc 13.0 (cuda_home /usr/local).
 set -eu
-WHL=${WHL:-/work/main/.whl}
+WHL=${WHL:-$PWD/.whl}  # .whl/fi0618 (flashinfer 0.6.18.post1) and .whl/fi053 (apache-tvm-ffi), fetched as DEVICE.md says
 OUTDIR=${1:-.fi_aot}
 mkdir -p /tmp/fi0618 /tmp/curand /tmp/cudastub "$OUTDIR"
 (cd /tmp/fi0618 && unzip -o -q "$WHL"/fi0618/flashinfer_python-*.whl && unzip -o -q "$WHL"/fi053/apache_tvm_ffi-*.whl)
