@@ -153,7 +153,9 @@ def test_math_form_masked_fill_finfo_min_is_rewritten_additive(dtype, keep_where
     assert "mask=additive" in match.note and "finfo.min" in match.note, match.note
     with torch.no_grad():
         eager = fn(q, k, v, m)
-        assert_contract(out, eager, fn(q.double(), k.double(), v.double(), m))
+        s64 = q.double() @ k.double().transpose(-1, -2) * 0.25  # float64 truth, the same fill value
+        s64 = s64.masked_fill(~m, torch.finfo(dtype).min)
+        assert_contract(out, eager, torch.softmax(s64, -1) @ v.double())
         torch.testing.assert_close(out[1].float(), v[1].float().mean(1, keepdim=True).expand(8, 1, 16),
                                    atol=2e-2, rtol=2e-2)
 
@@ -169,8 +171,8 @@ def test_math_form_masked_fill_small_finite_fill_is_a_near_miss(dtype, fill):
     assert seen[0].after[OP] == 0
     (reason,) = _attention_misses(seen)
     assert "fully masked row" in reason and "fill" in reason, reason
-    with torch.no_grad():
-        torch.testing.assert_close(out, fn(q, k, v, m))
+    with torch.no_grad():  # Inductor's own code (not rewritten): float16 rounds differently from eager
+        torch.testing.assert_close(out, fn(q, k, v, m), atol=1e-3, rtol=1e-2)
 
 
 def test_math_form_other_exits_are_near_misses():
