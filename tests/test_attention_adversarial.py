@@ -177,7 +177,8 @@ def test_math_form_masked_fill_small_finite_fill_is_a_near_miss(dtype, fill):
 
 def test_math_form_other_exits_are_near_misses():
     """Every math-form candidate (a softmax between two bmms) that is not rewritten is reported: a 3D
-    ``torch.bmm`` attention over (B*H, L, D) and scores scaled by a tensor (not a compile-time number)."""
+    ``torch.bmm`` attention over (B*H, L, D), scores scaled by a tensor (not a compile-time number) and a softmax
+    spelled ``exp(s) / sum`` (no max subtracted: eager overflows where the op would not)."""
 
     def bmm3d(q, k, v, t):
         w = torch.softmax(torch.bmm(q.flatten(0, 1), k.flatten(0, 1).transpose(1, 2)) * 0.25 + t[0, 0], -1)
@@ -191,7 +192,11 @@ def test_math_form_other_exits_are_near_misses():
     q = torch.randn(2, 8, 1, 16, generator=gen)
     k, v = (torch.randn(2, 8, 24, 16, generator=gen) for _ in range(2))
     t = torch.zeros(2, 1, 1, 24)
-    for fn, word in ((bmm3d, "(B, H"), (tensor_scale, "scale")):
+    def exp_sum(q, k, v, t):
+        e = torch.exp(torch.matmul(q, k.transpose(-1, -2)) * 0.25 + t)
+        return torch.matmul(e / e.sum(-1, keepdim=True), v)
+
+    for fn, word in ((bmm3d, "(B, H"), (tensor_scale, "scale"), (exp_sum, "spelling")):
         out, seen = compile_run(fn, q, k, v, t)
         assert seen[0].after[OP] == 0
         (reason,) = _attention_misses(seen)

@@ -730,15 +730,22 @@ def _qk(n: Any) -> tuple[Any, Any, float] | None:
     return None if isinstance(r, str) else r
 
 
-def _reaches(n: Any, targets: tuple, depth: int, stop: tuple = ()) -> bool:
-    """A node of ``targets`` is ``n`` or within ``depth`` producers of it (not walking through ``stop``)."""
+def _reaches(n: Any, targets: Any, depth: int, stop: tuple = ()) -> bool:
+    """A node of ``targets`` (a tuple of targets, or a predicate on nodes) is ``n`` or within ``depth`` producers
+    of it (not walking through ``stop``)."""
     if not (isinstance(n, Node) and n.op == "call_function"):
         return False
-    if n.target in targets:
+    if (targets(n) if callable(targets) else n.target in targets):
         return True
     if depth == 0 or n.target in stop:
         return False
     return any(_reaches(a, targets, depth - 1, stop) for a in n.all_input_nodes)
+
+
+def _normalised_exp(n: Node) -> bool:
+    """``n`` is a softmax op, or an ``exp`` that a row sum normalises (a softmax in some spelling)."""
+    return n.target in _SOFTMAX_OPS or (n.target is aten.exp.default and
+                                        any(_is(u, aten.sum.dim_IntList) for u in n.users))
 
 
 #: Random sources of a dropout keep-mask in a post-grad graph.
@@ -828,7 +835,7 @@ def math_candidate(bmm2: Node) -> Candidate | None:
         if inner is not None and _softmax_input(inner) is not None:
             raise _Miss("dropout on the attention probabilities (a random keep-mask in the graph, SDPA's math "
                         "form with dropout_p > 0): the op has no dropout")
-        if _reaches(p_raw, (aten.exp.default, *_SOFTMAX_OPS), 6, stop=(aten.bmm.default,)) and \
+        if _reaches(p_raw, _normalised_exp, 6, stop=(aten.bmm.default,)) and \
                 _reaches(p_raw, (aten.bmm.default,), 12):
             raise _Miss("the bmm's left operand is an exp / softmax of bmm scores in a spelling the pass does not "
                         "recognise as softmax(s, -1) (exp(s - amax(s)) / sum, its scale-folded or safe forms)")
