@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
-from graph_utils import compile_run
+from graph_utils import assert_contract, compile_run
 
 OP = "rocm_fused.decode_attention.default"
 
@@ -81,3 +82,124 @@ def test_sdpa_dropout_on_cpu_is_a_near_miss():
     assert seen[0].after[OP] == 0 and out.shape == (2, 8, 1, 16)
     (miss,) = [n for n in seen[0].report.near_misses if n.pass_name == "attention"]
     assert "dropout" in miss.reason, miss.reason
+
+
+def _attention_misses(seen):
+    return [n.reason for n in seen[0].report.near_misses if n.pass_name == "attention"]
+
+
+def _eager_mqa(q, k, v, m):
+    """HF-style eager attention with K/V of one head broadcast over the query heads by ``torch.matmul``."""
+    w = torch.matmul(q, k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    if m is not None:
+        w = w + m
+    w = torch.softmax(w, -1, dtype=torch.float32).to(q.dtype)
+    return torch.matmul(w, v)
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["no_mask", "additive_mask"])
+def test_math_form_mqa_broadcast_by_matmul_is_rewritten(masked):
+    """MQA in the math form with K/V of 1 head that ``matmul`` broadcasts (q (B, H, 1, D) @ k (B, 1, L, D)^T),
+    no repeat: the bmm operand is ``reshape(clone(expand(k^T)))`` and, without a mask, Inductor's
+    ``softmax(x * c)`` pattern rewrites the softmax (scale folded after the row max). Both were neither
+    rewritten nor reported; now the op reads the one kv head (GQA 8/1) and the broadcast copy is gone."""
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 8, 1, 16, generator=gen)
+    k, v = (torch.randn(2, 1, 24, 16, generator=gen) for _ in range(2))
+    m = torch.zeros(2, 1, 1, 24).masked_fill(torch.rand(2, 1, 1, 24, generator=gen) > 0.7, float("-inf"))
+    fn = lambda q, k, v, m: _eager_mqa(q, k, v, m if masked else None)  # noqa: E731
+    out, seen = compile_run(fn, q, k, v, m)
+    assert _attention_misses(seen) == []
+    assert seen[0].after[OP] == 1 and seen[0].after["aten.bmm.default"] == 0, seen[0].after
+    assert seen[0].after["aten.clone.default"] == 0, seen[0].after
+    (match,) = [x for x in seen[0].report.matches if x.pass_name == "attention"]
+    assert "GQA 8/1=8" in match.note and "math form" in match.note, match.note
+    with torch.no_grad():
+        torch.testing.assert_close(out, fn(q, k, v, m))
+
+
+def _masked_fill_attn(q, k, v, m, fill=None, keep_where=False):
+    """Eager attention whose mask is applied as ``masked_fill(~m, fill)`` (default ``finfo(dtype).min``, HF
+    style) or as ``torch.where(m, scores, fill)`` (GPT-2 style)."""
+    w = torch.matmul(q, k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    f = torch.finfo(w.dtype).min if fill is None else fill
+    w = torch.where(m, w, torch.full([], f, dtype=w.dtype)) if keep_where else w.masked_fill(~m, f)
+    w = torch.softmax(w, -1, dtype=torch.float32).to(q.dtype)
+    return torch.matmul(w, v)
+
+
+def _masked_inputs(dtype):
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 8, 1, 16, generator=gen).to(dtype)
+    k, v = (torch.randn(2, 8, 24, 16, generator=gen).to(dtype) for _ in range(2))
+    m = torch.rand(2, 1, 1, 24, generator=gen) > 0.3
+    m[1] = False  # a fully masked row: eager's softmax over finfo.min everywhere is uniform (mean of V)
+    return q, k, v, m
+
+
+@pytest.mark.parametrize("dtype,keep_where", [(torch.float32, False), (torch.bfloat16, False),
+                                              (torch.float32, True)], ids=["fp32", "bf16", "fp32_where"])
+def test_math_form_masked_fill_finfo_min_is_rewritten_additive(dtype, keep_where):
+    """``masked_fill(~m, finfo(dtype).min)`` (and ``where(m, s, finfo.min)``) before the softmax, float32 /
+    bfloat16 scores: the fill is at most -2**127, so the op's float32 ``s + where(~m, fill, 0)`` equals eager's
+    ``where(~m, fill, s)`` (the fill absorbs any |s| < 2**103): rewritten with that additive mask, and a
+    fully masked row stays uniform as in eager (a bool mask would give zeros there). It was silently skipped."""
+    q, k, v, m = _masked_inputs(dtype)
+    fn = lambda q, k, v, m: _masked_fill_attn(q, k, v, m, keep_where=keep_where)  # noqa: E731
+    out, seen = compile_run(fn, q, k, v, m)
+    assert _attention_misses(seen) == []
+    assert seen[0].after[OP] == 1, seen[0].after
+    (match,) = [x for x in seen[0].report.matches if x.pass_name == "attention"]
+    assert "mask=additive" in match.note and "finfo.min" in match.note, match.note
+    with torch.no_grad():
+        eager = fn(q, k, v, m)
+        s64 = q.double() @ k.double().transpose(-1, -2) * 0.25  # float64 truth, the same fill value
+        s64 = s64.masked_fill(~m, torch.finfo(dtype).min)
+        assert_contract(out, eager, torch.softmax(s64, -1) @ v.double())
+        torch.testing.assert_close(out[1].float(), v[1].float().mean(1, keepdim=True).expand(8, 1, 16),
+                                   atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("dtype,fill", [(torch.float16, None), (torch.float32, -1e4)], ids=["fp16_min", "fp32_1e4"])
+def test_math_form_masked_fill_small_finite_fill_is_a_near_miss(dtype, fill):
+    """A finite fill that float32 addition does not absorb (float16's finfo.min = -65504, a legacy -1e4): as an
+    additive mask a fully masked row would be softmax(s + fill) ~ softmax(s), eager's is uniform; as a bool mask
+    it would be zeros. Not rewritten, and reported with that reason (it was silently skipped)."""
+    q, k, v, m = _masked_inputs(dtype)
+    fn = lambda q, k, v, m: _masked_fill_attn(q, k, v, m, fill=fill)  # noqa: E731
+    out, seen = compile_run(fn, q, k, v, m)
+    assert seen[0].after[OP] == 0
+    (reason,) = _attention_misses(seen)
+    assert "fully masked row" in reason and "fill" in reason, reason
+    with torch.no_grad():  # Inductor's own code (not rewritten): float16 rounds differently from eager
+        torch.testing.assert_close(out, fn(q, k, v, m), atol=1e-3, rtol=1e-2)
+
+
+def test_math_form_other_exits_are_near_misses():
+    """Every math-form candidate (a softmax between two bmms) that is not rewritten is reported: a 3D
+    ``torch.bmm`` attention over (B*H, L, D), scores scaled by a tensor (not a compile-time number) and a softmax
+    spelled ``exp(s) / sum`` (no max subtracted: eager overflows where the op would not)."""
+
+    def bmm3d(q, k, v, t):
+        w = torch.softmax(torch.bmm(q.flatten(0, 1), k.flatten(0, 1).transpose(1, 2)) * 0.25 + t[0, 0], -1)
+        return torch.bmm(w, v.flatten(0, 1))
+
+    def tensor_scale(q, k, v, t):
+        w = torch.matmul(q, k.transpose(-1, -2)) * t.amax() + t
+        return torch.matmul(torch.softmax(w, -1), v)
+
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 8, 1, 16, generator=gen)
+    k, v = (torch.randn(2, 8, 24, 16, generator=gen) for _ in range(2))
+    t = torch.zeros(2, 1, 1, 24)
+    def exp_sum(q, k, v, t):
+        e = torch.exp(torch.matmul(q, k.transpose(-1, -2)) * 0.25 + t)
+        return torch.matmul(e / e.sum(-1, keepdim=True), v)
+
+    for fn, word in ((bmm3d, "(B, H"), (tensor_scale, "scale"), (exp_sum, "spelling")):
+        out, seen = compile_run(fn, q, k, v, t)
+        assert seen[0].after[OP] == 0
+        (reason,) = _attention_misses(seen)
+        assert word in reason, reason
+        with torch.no_grad():
+            torch.testing.assert_close(out, fn(q, k, v, t))

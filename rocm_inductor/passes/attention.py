@@ -12,10 +12,12 @@ Covers, in float16/bfloat16/float32, static or dynamic batch / KV length:
   ``_scaled_dot_product_attention_math`` and ``scaled_dot_product_attention`` (``enable_gqa=``), where they
   survive to this graph; only the attention output may be used (index 0), dropout 0;
 - the math form ``reshape(bmm(softmax(s), v))`` with ``s = c * reshape(bmm(a * q, b * k^T)) (+ mask |
-  masked_fill(~m, -inf))``, softmax as Inductor decomposes it (``exp(s - amax) / sum``, with or without an
-  fp32 up/down-cast and SDPA's safe-softmax ``where``): HF's eager attention, CPU SDPA's own decomposition
-  (Dv != D, a 3D mask), SDPA's math fallback (half q/k/v up-cast to float32 and the result cast back: the
-  op gets the half tensors, no float32 copy of the cache); scale = a * b * c. Every node from the scores on
+  masked_fill(~m, -inf | v) | where(m, s, -inf | v))``, softmax as Inductor decomposes it (``exp(s - amax) /
+  sum``, with or without an fp32 up/down-cast, SDPA's safe-softmax ``where``, and Inductor's scale-folded
+  ``softmax(x * c)`` pattern): HF's eager attention, K/V of 1 head broadcast over q's heads by ``matmul`` (MQA,
+  the op reads the one kv head), CPU SDPA's own decomposition (Dv != D, a 3D mask), SDPA's math fallback
+  (half q/k/v up-cast to float32 and the result cast back: the op gets the half tensors, no float32 copy of
+  the cache); scale = a * b * c. Every node from the scores on
   must feed only this attention (the q/k/v/mask preparation may be shared, e.g. two attentions over one cache);
 - K and V behind a head repeat of a smaller tensor, mapping query head ``h`` to kv head ``h // g``:
   HF ``repeat_kv`` and gpt-fast / int-repeat ``repeat_interleave(g, dim=1)`` (both reach this graph as
@@ -30,7 +32,9 @@ Covers, in float16/bfloat16/float32, static or dynamic batch / KV length:
   ``expand`` on broadcast dims, through the efficient kernel's alignment ``slice(constant_pad_nd(bias))``,
   and SDPA's own bool -> additive conversion ``where(m, 0, -inf)`` / ``where(~m, -inf, 0)`` (the bool is
   recovered: same meaning, a fraction of the bytes); HF's ``where(m, 0, finfo.min)`` stays additive (exact:
-  a fully masked row then is uniform, not zeros, as in eager);
+  a fully masked row then is uniform, not zeros, as in eager); in the math form, scores filled with a finite
+  ``v <= -2**127`` (float32 / bfloat16 ``finfo.min``) get the additive mask ``where(filled, v, 0)``, exact
+  because float32 ``s + v == v`` for |s| < 2**103 (so a fully masked row stays uniform as in eager);
 - scale: SDPA's ``scale`` or ``1/sqrt(D)`` when None.
 A repeat whose output has another consumer stays for that consumer; the attention is rewritten anyway (it no
 longer reads the repeated copy, the Inductor-fused copy for the other consumer remains; the note says so).
@@ -40,8 +44,12 @@ causal mask is top-left aligned, not a decode over a cache, unless Lq == Lkv == 
 the attention used (logsumexp: a training graph; the math form's probabilities: ``output_attentions``), a head
 repeat with another mapping (``repeat`` / ``tile``: ``h -> h % Hkv``; an index not known at compile time or
 not ``arange(Hq) // g``), non-4D or batch-broadcast q/k/v, dtypes the op does not take, a mask that does not
-broadcast, a symbolic head_dim without a scale, and whatever the chosen provider's ``check`` refuses
-(head_dim, layout). Numerics: the op computes scores, softmax and P @ V in float32 and rounds once; a row
+broadcast, a math-form fill the op cannot mean exactly (a finite fill above -2**127, e.g. float16's finfo.min
+-65504 or -1e4: its fully masked rows are uniform in eager, not reproducible by an additive or bool mask),
+every other math-form attention not taken (a softmax over bmm scores feeding a bmm: 3D bmm attention, a tensor
+scale, an unrecognised mask or softmax spelling; none is skipped silently), a symbolic head_dim without a
+scale, and whatever the chosen provider's ``check`` refuses (head_dim, layout).
+Numerics: the op computes scores, softmax and P @ V in float32 and rounds once; a row
 the mask removes entirely returns zeros (SDPA's behaviour; HF's eager softmax would give NaN there).
 
    k ─► unsqueeze ─► expand ─► clone ─► reshape ─┐
@@ -65,7 +73,7 @@ from ..lowerings.gemm_buckets import m_upper_bound
 from ..ops.attention import DTYPES, attention_spec
 from ..report import Match as MatchRecord
 from ..report import NearMiss, describe, dtype_name, location_of
-from .canonicalize import insert_call
+from .canonicalize import fake_eval, insert_call
 from .manager import PassContext
 
 aten = torch.ops.aten
@@ -236,7 +244,7 @@ def head_source(node: Node, hq: int) -> HeadSource | str:
     if h != hq:
         if h == 0 or hq % h:
             return f"{hq} query heads are not a multiple of {h} kv heads"
-        return HeadSource(node, hq // h, "native GQA (un-repeated K/V)")
+        return HeadSource(node, hq // h, "native GQA / broadcast (un-repeated K/V)")
     chain: list[Node] = []  # the materialised copies from the SDPA's input down to the repeat
     n = _strip_clones(node, chain)
     shared = any(len(c.users) > 1 for c in chain)
@@ -304,6 +312,9 @@ class MaskSource:
     kind: str
     spelling: str = ""
     invert: bool = False  # the bool mask is the negation of ``node`` (``where(~m, -inf, 0)`` with no ~ node)
+    #: ``(value, dtype)`` when the op's mask is the additive ``convert(node, dtype) * value`` (``node`` True where
+    #: the scores were filled with ``value``: ``masked_fill(~m, finfo.min)`` / ``where(m, s, finfo.min)``)
+    fill: tuple[float, torch.dtype] | None = None
 
 
 def _scalar_value(a: Any) -> float | None:
@@ -532,6 +543,8 @@ def rewrite(graph: Graph, ctx: PassContext, cand: Candidate) -> None:
         raise _Miss(f"scale {scale!r} is not a compile-time number")
     ms = cand.mask
     mval = _val(ms.node)
+    if ms.fill is not None:  # the additive mask the rewrite builds: node's shape, the fill's dtype
+        mval = fake_eval(prims.convert_element_type.default, (ms.node, ms.fill[1]))
     if ms.node is not None:
         if not isinstance(mval, torch.Tensor):
             raise _Miss("the mask carries no fake tensor")
@@ -562,6 +575,9 @@ def rewrite(graph: Graph, ctx: PassContext, cand: Candidate) -> None:
         mask_arg = ms.node
         if ms.invert:
             mask_arg = insert_call(graph, at, aten.logical_not.default, (mask_arg,), like=at)
+        if ms.fill is not None:  # convert(filled, dtype) * fill: fill where filled, -0.0 elsewhere (s + -0.0 = s)
+            mask_arg = insert_call(graph, at, prims.convert_element_type.default, (mask_arg, ms.fill[1]), like=at)
+            mask_arg = insert_call(graph, at, aten.mul.Tensor, (mask_arg, ms.fill[0]), like=at)
         mask_arg = _to_4d(graph, at, mask_arg, mval.ndim)
     new = insert_call(graph, at, torch.ops.rocm_fused.decode_attention.default,
                       (q_node, ks.node, vs.node, mask_arg, float(scale), choice.provider), like=at)
@@ -590,10 +606,11 @@ def rewrite(graph: Graph, ctx: PassContext, cand: Candidate) -> None:
 
 
 def _unflatten(n: Any) -> Any:
-    """The 4D tensor behind a bmm operand ``reshape(expand(x4), [B*H, X, Y])`` (expand optional), or None."""
+    """The 4D tensor behind a bmm operand ``reshape(clone(expand(x4)), [B*H, X, Y])`` (expand, clone optional; the
+    expand may broadcast x4's size-1 batch / head dims, as ``matmul`` does for MQA's 1-head K/V), or None."""
     if not _is(n, *_RESHAPES):
         return None
-    x = n.args[0]
+    x = _strip_clones(n.args[0])  # matmul's broadcast of a 1-head K/V: reshape(clone(expand(k^T)))
     if _is(x, aten.expand.default) and len(_shape(x.args[0])) == len(_shape(x)):
         x = x.args[0]
     return x if len(_shape(x)) == 4 else None
@@ -603,9 +620,49 @@ def _last_dim(dims: Any, ndim: int) -> bool:
     return isinstance(dims, (list, tuple)) and len(dims) == 1 and dims[0] in (-1, ndim - 1)
 
 
-def _softmax_input(p: Any) -> Any:
-    """The scores ``s`` of ``p = softmax(s, -1)`` as Inductor decomposes it (``exp(s - amax) / sum``), optionally
-    behind a down-cast and SDPA's safe-softmax ``where(row_empty, 0, p)``; None if ``p`` is not one."""
+def _strip_convert(n: Any) -> Any:
+    return n.args[0] if _is(n, prims.convert_element_type.default) else n
+
+
+def _base(n: Any) -> Any:
+    """``n`` without scalings by Python numbers and dtype casts (to compare two spellings of one score tensor)."""
+    while True:
+        m = _strip_convert(_strip_scale(n)[0])
+        if m is n:
+            return n
+        n = m
+
+
+def _shifted(z: Any, nd: int) -> tuple[Any, float] | None:
+    """``(x, f)`` when the exponent ``z`` of a softmax numerator is ``f * x - amax(f * x, -1)``, else None.
+
+    Spellings: ``x - amax(x)``; Inductor's ``softmax(inp * c)`` pattern (joint_graph ``mul_softmax_pattern`` /
+    ``div_softmax_pattern``), which folds the scale after the row max: ``(y - amax(y)) * c`` with ``y = inp * sign``
+    (x = inp's base, f = c * sign), and on newer torch ``where(all_finite, (y - amax(y)) * c, x - amax(x))``
+    (both branches the same softmax of ``x``; the plain branch is taken)."""
+    if _is(z, aten.sub.Tensor) and len(z.args) == 2:
+        x, mx = z.args
+        if _is(mx, aten.amax.default) and mx.args[0] is x and _last_dim(mx.args[1], nd):
+            return x, 1.0
+        return None
+    if _is(z, *_WHERES) and len(z.args) == 3 and getattr(_val(z.args[0]), "dtype", None) == torch.bool:
+        stable, plain = _shifted(z.args[1], nd), _shifted(z.args[2], nd)
+        if stable is not None and plain is not None and plain[1] == 1.0 and _base(stable[0]) is _base(plain[0]):
+            return plain
+        return None
+    y, c = _strip_scale(z)
+    if y is not z:
+        inner = _shifted(y, nd)
+        if inner is not None and inner[1] == 1.0:
+            x, sign = _strip_scale(inner[0])
+            return _strip_convert(x), c * sign
+    return None
+
+
+def _softmax_input(p: Any) -> tuple[Any, float] | None:
+    """``(s, f)`` when ``p = softmax(f * s, -1)`` as Inductor decomposes it (``exp(s - amax) / sum``, the scale
+    possibly folded in by Inductor's ``softmax(x * c)`` pattern, see :func:`_shifted`), optionally behind a
+    down-cast and SDPA's safe-softmax ``where(row_empty, 0, p)``; None if ``p`` is not one."""
     n = p
     if _is(n, prims.convert_element_type.default):
         n = n.args[0]
@@ -613,7 +670,7 @@ def _softmax_input(p: Any) -> Any:
     softmax_ops = tuple(op for op in (getattr(aten, "_softmax", None), getattr(aten, "_safe_softmax", None))
                         if op is not None and hasattr(op, "default"))
     if _is(n, *(op.default for op in softmax_ops)) and n.args[1] in (-1, nd - 1):
-        x = n.args[0]
+        x, f = n.args[0], 1.0
     else:
         if _is(n, *_WHERES) and len(n.args) == 3 and _scalar_value(n.args[1]) == 0.0 and \
                 getattr(_val(n.args[0]), "dtype", None) == torch.bool:
@@ -622,14 +679,13 @@ def _softmax_input(p: Any) -> Any:
             return None
         e, sm = n.args
         if not (_is(sm, aten.sum.dim_IntList) and sm.args[0] is e and _last_dim(sm.args[1], nd)
-                and _is(e, aten.exp.default) and _is(e.args[0], aten.sub.Tensor)):
+                and _is(e, aten.exp.default)):
             return None
-        x, mx = e.args[0].args
-        if not (_is(mx, aten.amax.default) and mx.args[0] is x and _last_dim(mx.args[1], nd)):
+        xf = _shifted(e.args[0], nd)
+        if xf is None:
             return None
-    if _is(x, prims.convert_element_type.default):
-        x = x.args[0]  # HF: softmax(..., dtype=torch.float32) of bf16 scores
-    return x
+        x, f = xf
+    return _strip_convert(x), f  # HF: softmax(..., dtype=torch.float32) of bf16 scores
 
 
 def _strip_scale(n: Any) -> tuple[Any, float]:
@@ -642,14 +698,21 @@ def _strip_scale(n: Any) -> tuple[Any, float]:
     return n, f
 
 
-def _qk(n: Any) -> tuple[Any, Any, float] | None:
-    """``(q, k, scale)`` of scores ``n = c * reshape(bmm(reshape(a * q), reshape(b * k^T)))``, or None."""
+def _qk_or_why(n: Any) -> tuple[Any, Any, float] | str:
+    """``(q, k, scale)`` of scores ``n = c * reshape(bmm(reshape(a * q), reshape(b * k^T)))``, else why not."""
     n, c = _strip_scale(n)
+    if _is(n, aten.mul.Tensor, aten.div.Tensor) and len(n.args) == 2 and not isinstance(n.args[1], (int, float)):
+        return (f"the scores are scaled by {getattr(n.args[1], 'name', n.args[1])}, not a compile-time number "
+                "(the op's scale is a float)")
+    if _is(n, aten.bmm.default):
+        return "the scores are a 3D bmm over (B*H, Lq, Lkv), not a (B, H, Lq, Lkv) view: the op takes (B, H, L, D)"
     if not (_is(n, *_RESHAPES) and len(_shape(n)) == 4 and _is(n.args[0], aten.bmm.default)):
-        return None
+        what = n.target if isinstance(n, Node) else n
+        return (f"the softmax input is {what}, not c * (q @ k^T) viewed (B, H, Lq, Lkv), with a mask (if any) "
+                "added or masked_fill(~m, -inf | finfo.min) after the scaling")
     q4, k4 = (_unflatten(x) for x in n.args[0].args)
     if q4 is None or k4 is None:
-        return None
+        return "the operands of the scores' bmm are not (B*H)-flattened 4D q and k^T"
     q, a = _strip_scale(q4)
     kt, b = _strip_scale(k4)
     if _is(kt, aten.permute.default) and list(kt.args[1]) == [0, 1, 3, 2]:
@@ -657,8 +720,32 @@ def _qk(n: Any) -> tuple[Any, Any, float] | None:
     elif _is(kt, aten.transpose.int) and sorted(d % 4 for d in kt.args[1:3]) == [2, 3]:
         k = kt.args[0]
     else:
-        return None
+        return f"the scores' second bmm operand is {getattr(kt, 'target', kt)}, not k.transpose(-1, -2) of a 4D K"
     return q, k, a * b * c
+
+
+def _qk(n: Any) -> tuple[Any, Any, float] | None:
+    """``(q, k, scale)`` of scores ``n`` (see :func:`_qk_or_why`), or None."""
+    r = _qk_or_why(n)
+    return None if isinstance(r, str) else r
+
+
+def _reaches(n: Any, targets: Any, depth: int, stop: tuple = ()) -> bool:
+    """A node of ``targets`` (a tuple of targets, or a predicate on nodes) is ``n`` or within ``depth`` producers
+    of it (not walking through ``stop``)."""
+    if not (isinstance(n, Node) and n.op == "call_function"):
+        return False
+    if (targets(n) if callable(targets) else n.target in targets):
+        return True
+    if depth == 0 or n.target in stop:
+        return False
+    return any(_reaches(a, targets, depth - 1, stop) for a in n.all_input_nodes)
+
+
+def _normalised_exp(n: Node) -> bool:
+    """``n`` is a softmax op, or an ``exp`` that a row sum normalises (a softmax in some spelling)."""
+    return n.target in _SOFTMAX_OPS or (n.target is aten.exp.default and
+                                        any(_is(u, aten.sum.dim_IntList) for u in n.users))
 
 
 #: Random sources of a dropout keep-mask in a post-grad graph.
@@ -694,50 +781,109 @@ def _under_dropout(p: Any) -> Any:
     return n if random else None
 
 
+#: Mask fill values at most this (float32 / bfloat16 ``finfo.min``) are absorbed by float32 addition: ``s + fill ==
+#: fill`` for |s| < 2**103 (half an ulp of 2**127 is 2**103), so ``s + where(filled, fill, 0)`` is ``where(filled,
+#: fill, s)`` exactly, and a fully masked row stays uniform as in eager.
+_ABSORBING_FILL = -(2.0 ** 127)
+
+
+def _fill_mask(s: Node) -> tuple[Any, MaskSource] | None:
+    """``(scores, mask)`` of a ``where`` that fills masked scores: ``masked_fill(~m, v)`` -> ``where(~m, v, s)``,
+    ``torch.where(m, s, v)``; None when ``s`` is no such ``where``; :class:`_Miss` for a fill the op cannot take.
+
+    ``v = -inf`` gives the bool mask; a finite ``v <= -2**127`` (float32 / bfloat16 ``finfo.min``) the additive
+    mask ``where(filled, v, 0)`` (exact, see ``_ABSORBING_FILL``); other values are refused."""
+    if not (_is(s, *_WHERES) and len(s.args) == 3 and getattr(_val(s.args[0]), "dtype", None) == torch.bool):
+        return None
+    c, a, b = s.args
+    for value, scores, keep in ((b, a, True), (a, b, False)):  # keep: where(c, s, v) keeps c; else fills c
+        v = _scalar_value(value)
+        sv = _val(scores)
+        if v is None or not isinstance(sv, torch.Tensor) or _qk(scores) is None:
+            continue
+        v = float(torch.tensor(v, dtype=sv.dtype))  # the fill as the scores hold it
+        if v == -math.inf:
+            if keep:
+                return scores, MaskSource(_strip_expand(c), "bool", "masked_fill(~m, -inf)")
+            inner = c.args[0] if _is(c, aten.logical_not.default, aten.bitwise_not.default) else None
+            return scores, (MaskSource(_strip_expand(inner), "bool", "masked_fill(~m, -inf)") if inner is not None
+                            else MaskSource(c, "bool", "masked_fill(m, -inf)", invert=True))
+        if math.isfinite(v) and v <= _ABSORBING_FILL:
+            return scores, MaskSource(_strip_expand(c), "additive", f"masked_fill(~m, {v:.6g}) (finfo.min) as the "
+                                      f"additive where(~m, {v:.6g}, 0)", invert=keep, fill=(v, sv.dtype))
+        raise _Miss(f"masked_fill / where with the fill {v:g} ({dtype_name(sv)} scores): not -inf and not a finite "
+                    "fill <= -2**127 that float32 addition absorbs, so the op's additive mask would make a fully "
+                    "masked row softmax(s + fill) ~ softmax(s) where eager's is uniform, and a bool mask would make "
+                    "it zeros; fill with -inf or torch.finfo(torch.float32 / bfloat16).min")
+    return None
+
+
+_SOFTMAX_OPS = tuple(op.default for op in (getattr(aten, "_softmax", None), getattr(aten, "_safe_softmax", None))
+                     if op is not None and hasattr(op, "default"))
+
+
 def math_candidate(bmm2: Node) -> Candidate | None:
     """The :class:`Candidate` of a decomposed attention ending in ``bmm2`` (``softmax(q k^T * s + m) @ v``),
-    None when ``bmm2`` is not one; :class:`_Miss` when it is one that cannot be rewritten."""
-    users = list(bmm2.users)
-    if len(users) != 1 or not _is(users[0], *_RESHAPES) or len(_shape(users[0])) != 4:
-        return None
-    out = users[0]
+    None when ``bmm2`` is not one; :class:`_Miss` when it is one that cannot be rewritten (any softmax over the
+    output of a bmm feeding ``bmm2``: none of them is skipped silently)."""
+    p_raw = bmm2.args[0]
     p4, v4 = (_unflatten(x) for x in bmm2.args)
-    if p4 is None or v4 is None:
-        return None
-    s = _softmax_input(p4)
-    if s is None:
-        inner = _under_dropout(p4)
+    p = p4 if p4 is not None else p_raw
+    sf = _softmax_input(p)
+    if sf is None:
+        inner = _under_dropout(p)
         if inner is not None and _softmax_input(inner) is not None:
             raise _Miss("dropout on the attention probabilities (a random keep-mask in the graph, SDPA's math "
                         "form with dropout_p > 0): the op has no dropout")
+        if _reaches(p_raw, _normalised_exp, 6, stop=(aten.bmm.default,)) and \
+                _reaches(p_raw, (aten.bmm.default,), 12):
+            raise _Miss("the bmm's left operand is an exp / softmax of bmm scores in a spelling the pass does not "
+                        "recognise as softmax(s, -1) (exp(s - amax(s)) / sum, its scale-folded or safe forms)")
         return None
+    s, factor = sf
+    if not _reaches(s, (aten.bmm.default,), 8):
+        return None  # a softmax over something other than q @ k^T (e.g. routing weights): not attention
+    # from here on the graph holds softmax(bmm(...)) @ v: every refusal is a near-miss with its reason
+    users = list(bmm2.users)
+    if len(users) != 1 or not _is(users[0], *_RESHAPES) or len(_shape(users[0])) != 4 or p4 is None or v4 is None:
+        raise _Miss("the attention is a 3D bmm over (B*H, L, D) (P @ V not a view of (B, H, Lq, Dv) / its "
+                    "operands not flattened 4D tensors): the op takes (B, H, L, D)")
+    out = users[0]
     mask = MaskSource(None, "none")
     scores = s
-    if _is(s, aten.add.Tensor) and len(s.args) == 2 and all(isinstance(x, Node) for x in s.args):
+    # softmax(factor * s) with factor != 1 (Inductor's scale-folded softmax): a mask inside s would be scaled
+    # too, so only s = c * q @ k^T is taken there
+    if factor != 1.0:
+        filled = None
+    elif _is(s, aten.add.Tensor) and len(s.args) == 2 and all(isinstance(x, Node) for x in s.args):
+        filled = None
         for i in (0, 1):
             if _qk(s.args[i]) is not None:
                 scores, mask = s.args[i], mask_source(s.args[1 - i])
                 break
-    elif _is(s, *_WHERES) and len(s.args) == 3 and getattr(_val(s.args[0]), "dtype", None) == torch.bool:
-        c, a, b = s.args
-        if _scalar_value(b) == -math.inf and _qk(a) is not None:
-            scores, mask = a, MaskSource(_strip_expand(c), "bool", "masked_fill(~m, -inf)")
-        elif _scalar_value(a) == -math.inf and _qk(b) is not None:
-            inner = c.args[0] if _is(c, aten.logical_not.default, aten.bitwise_not.default) else None
-            scores = b
-            mask = (MaskSource(_strip_expand(inner), "bool", "masked_fill(~m, -inf)") if inner is not None
-                    else MaskSource(c, "bool", "masked_fill(m, -inf)", invert=True))
-    qk = _qk(scores)
-    if qk is None:
-        return None
+    else:
+        filled = _fill_mask(s)
+    if filled is not None:
+        scores, mask = filled
+    qk = _qk_or_why(scores)
+    if isinstance(qk, str):
+        if scores is s and _is(s, aten.add.Tensor, *_WHERES):  # report the operand that holds the bmm
+            sides = [x for x in s.args if isinstance(x, Node) and _reaches(x, (aten.bmm.default,), 8)]
+            if len(sides) == 1:
+                qk = _qk_or_why(sides[0])
+        raise _Miss(qk if isinstance(qk, str) else "the scores' mask spelling is not an additive / bool mask or "
+                    "masked_fill(~m, -inf | finfo.min)")
     q, k, scale = qk
+    scale = scale * factor
     qs, ks_, vs_, ss, os_ = (_shape(x) for x in (q, k, v4, scores, out))
     if not (len(qs) == len(ks_) == len(vs_) == 4 and len(ss) == 4 and len(os_) == 4):
-        return None
+        raise _Miss(f"q/k/v/scores/output ranks {len(qs)}/{len(ks_)}/{len(vs_)}/{len(ss)}/{len(os_)}, not 4D")
     want_s, want_o = (qs[0], qs[1], qs[2], ks_[2]), (qs[0], qs[1], qs[2], vs_[3])
     if not (all(_eq(a, b) for a, b in zip(ss, want_s, strict=True))
             and all(_eq(a, b) for a, b in zip(os_, want_o, strict=True)) and _eq(vs_[2], ks_[2])):
-        return None  # the (B*H) flattening is not undone in (B, H, L, D) order: not this op
+        raise _Miss(f"scores {ss} / output {os_} are not (B, H, Lq, Lkv) / (B, H, Lq, Dv) of q {qs}, k {ks_}, "
+                    f"v {vs_}: the (B*H) flattening is not undone in (B, H, L, D) order (q broadcast over K/V's "
+                    "heads?)")
     # every node between the inputs and the output must feed only this attention (else: probabilities or
     # scores returned, e.g. output_attentions), or the rewrite would compute them twice
     inside, todo = set(), [bmm2]
