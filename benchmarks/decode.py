@@ -58,7 +58,7 @@ import rocm_inductor  # noqa: E402,F401  (registers the custom ops; reports of w
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
-from timing import capture_graph, time_call, write_results  # noqa: E402  (benchmarks/timing.py)
+from timing import capture_graph, time_call, versions, write_results  # noqa: E402  (benchmarks/timing.py)
 
 CONFIGS = ("eager", "inductor", "rocm_fused_l1", "rocm_fused_l2")
 T, TOP_K, TOP_P = 0.7, 50, 0.9
@@ -452,27 +452,6 @@ def warm_flashinfer(cuda: bool) -> None:
         print(f"flashinfer {flashinfer.__version__} norm JIT/warm-up {time.perf_counter() - t0:.1f} s", flush=True)
     except Exception as e:
         print(f"flashinfer not warmed ({type(e).__name__}: {str(e)[:80]})", flush=True)
-
-
-def versions() -> str:
-    """One line: torch, triton, transformers, FlashInfer versions and the device name."""
-    import transformers
-
-    try:
-        import triton
-
-        tv = triton.__version__
-    except Exception:
-        tv = "none"
-    try:
-        import flashinfer
-
-        fv = flashinfer.__version__
-    except Exception:
-        fv = "none"
-    dev = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
-    return (f"{time.strftime('%Y-%m-%d')}, {dev}, torch {torch.__version__}, triton {tv}, "
-            f"transformers {transformers.__version__}, flashinfer {fv}")
 
 
 def chart(rows: list[dict], path: pathlib.Path) -> None:

@@ -103,15 +103,15 @@ def time_call(call: Callable[[], object], reps: int, rounds: int, cuda: bool) ->
 
 
 def versions() -> str:
-    """One line: date, device, torch / triton / transformers versions."""
+    """One line: date, device, torch / triton / transformers / FlashInfer versions ("none" when absent)."""
     import transformers
 
-    try:
-        import triton
+    def version_of(name: str) -> str:
+        try:
+            return __import__(name).__version__
+        except Exception:
+            return "none"
 
-        tv = triton.__version__
-    except Exception:
-        tv = "none"
     dev = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
-    return (f"{time.strftime('%Y-%m-%d')}, {dev}, torch {torch.__version__}, triton {tv}, "
-            f"transformers {transformers.__version__}")
+    return (f"{time.strftime('%Y-%m-%d')}, {dev}, torch {torch.__version__}, triton {version_of('triton')}, "
+            f"transformers {transformers.__version__}, flashinfer {version_of('flashinfer')}")

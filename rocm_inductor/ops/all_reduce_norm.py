@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from ..providers import get_provider
+from .rms_norm import norm_spec
 
 
 @torch.library.custom_op("rocm_fused::all_reduce_add_rms_norm", mutates_args=())
@@ -90,17 +91,11 @@ def all_reduce_norm_spec(x: Any, weight: Any, offset: float, group_name: str,
     Returns:
         dict with the keys listed in the module docstring.
     """
-    h = x.shape[-1] if x.ndim else None
     lead = [d for d in x.shape[:-1]]
     tokens = math.prod(lead) if all(isinstance(d, int) for d in lead) else None
     world, ranks = group_info(group_name)
     return {
-        "dtype": x.dtype,
-        "weight_dtype": None if weight is None else weight.dtype,
-        "hidden": h if isinstance(h, int) else None,
-        "ndim": x.ndim,
-        "offset": offset,
-        "fused_add": True,
+        **norm_spec(x, weight, offset, True),
         "tokens": tokens,
         "max_tokens": tokens if tokens is not None else max_tokens,
         "world_size": world,
