@@ -45,6 +45,18 @@ def test_every_candidate_is_correct():
             torch.testing.assert_close(o.float(), F.linear(x, w).float(), rtol=2e-2, atol=2e-3, msg=str(cfg))
 
 
+@pytest.mark.parametrize("m", [1, 5, 8])
+def test_gemv_tiles_are_correct(m):
+    """Every GEMV-tile config the sweep may pick, q/k/v of Llama-3.2-1B with a bias on one weight."""
+    from rocm_inductor.providers.triton import gemm_merge as gm
+
+    x, ws, bs = _case(m, (2048, 512, 512), 2048)
+    bs[1] = torch.randn(512, device="cuda", dtype=x.dtype)
+    for cfg in gm.gemv_configs(m, (2048, 512, 512), 2048, gm._sms(), gm.warp_size()):
+        for o, w, b in zip(gm.merged_gemm(x, ws, bs, cfg), ws, bs, strict=True):
+            torch.testing.assert_close(o.float(), F.linear(x, w, b).float(), rtol=2e-2, atol=2e-3, msg=str(cfg))
+
+
 def test_capture_of_an_untuned_shape_launches_the_default_config():
     from rocm_inductor.providers.triton import gemm_merge as gm
 

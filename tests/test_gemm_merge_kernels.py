@@ -132,3 +132,59 @@ def test_aot_cases_are_complete():
         const = [p for p, t in c["signature"].items() if t == "constexpr"]
         assert sorted(const) == sorted(c["constexprs"]), c["name"]
         assert c["num_warps"] * 64 <= 1024
+
+
+# ------------------------------------------------------------------------------------ the GEMV tile (issue 19)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("m,bias", [(1, True), (3, False), (8, True)])
+def test_gemv_tile_equals_separate_gemms(dtype, m, bias):
+    """The late-reduction GEMV tile, M 1..8 (8 = its boundary), direct store and split-K, N and K not
+    multiples of the block (K = 72 masked), with and without bias."""
+    x, ws, bs = _inputs(m, dtype, bias)
+    bm = gm._pow2_at_least(m)
+    for cfg in (gm.Config(bm, 16, 32, 1, 4, 3, False, True), gm.Config(bm, 8, 16, 3, 4, 3, False, True)):
+        _check(gm.merged_gemm(x, ws, bs, cfg), x, ws, bs)
+
+
+def test_gemv_configs_pruned_and_bounded():
+    """GEMV configs: only M <= 8, BLOCK_M covers M, <= 1024 threads at wave64, products per thread bounded."""
+    assert gm.gemv_configs(9, (512,), 2048, 132, 32) == []
+    for m in (1, 2, 5, 8):
+        for warp in (32, 64):
+            cfgs = gm.gemv_configs(m, (2048, 512, 512), 2048, 132, warp)
+            assert cfgs
+            for c in cfgs:
+                assert c.late and not c.dot and c.block_m >= m and c.num_warps * warp <= 1024
+                assert c.block_m * c.block_n * c.block_k <= gm.GEMV_ELEMS[1] * c.num_warps * warp
+    assert any(c.late for c in gm.candidates(1, (2048, 512, 512), 2048, torch.bfloat16, 132, 32))
+    assert not any(c.late for c in gm.candidates(16, (2048, 512, 512), 2048, torch.bfloat16, 132, 32))
+
+
+def test_measured_table_picks_and_refuses(tmp_path, monkeypatch):
+    """The sweep's table: its config is looked up by the smallest measured M >= m; a bucket where ours lost
+    to separate cuBLAS is refused by check() with the numbers (symbolic M: any loss up to its bound)."""
+    import json
+
+    dev = "FakeGPU"
+    entries = [dict(device=dev, m=m, k=64, ns=[64, 32], dtype="bfloat16", ours_us=o, separate_us=s,
+                    config=dataclasses_asdict(gm.Config(gm._pow2_at_least(m), 8, 64, 1, 4, 3, False, True)))
+               for m, o, s in ((1, 2.0, 5.0), (4, 3.0, 5.0), (8, 6.0, 5.0))]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"entries": entries}))
+    monkeypatch.setenv("ROCM_FUSED_GEMM_TABLE", str(path))
+    assert gm.table_config(3, 64, (64, 32), torch.bfloat16, dev).block_m == 4
+    assert gm.table_config(9, 64, (64, 32), torch.bfloat16, dev) is None
+    base = dict(dtype=torch.bfloat16, k=64, ns=(64, 32), m=2, m_upper=2)
+    assert gm.measured_loss(base, dev) is None
+    assert "slower than separate cuBLAS" in gm.measured_loss({**base, "m": 7, "m_upper": 7}, dev)
+    assert gm.measured_loss({**base, "m": None, "m_upper": 4}, dev) is None
+    assert "M=8" in gm.measured_loss({**base, "m": None, "m_upper": 8}, dev)
+    assert gm.measured_loss({**base, "ns": (64, 16)}, dev) is None
+
+
+def dataclasses_asdict(c):
+    import dataclasses
+
+    return dataclasses.asdict(c)

@@ -67,6 +67,8 @@ class Config:
         block_m: padded rows (16/32 with ``dot``; 1/2/4/8 for FMA); block_n, block_k: tile of a weight;
         split_k: K ranges summed through the workspace (1 = direct store); num_warps, num_stages: Triton's;
         dot: ``tl.dot`` tiles (True) or a broadcast multiply + sum (False).
+        late: (with ``dot=False``) the GEMV tile: products accumulate in a (BLOCK_M, BLOCK_N, BLOCK_K) float32
+            register tile, summed over K once after the K loop (no cross-thread reduction per K step).
     """
 
     block_m: int
@@ -76,14 +78,20 @@ class Config:
     num_warps: int = 4
     num_stages: int = 3
     dot: bool = True
+    late: bool = False
 
 
 @triton.jit
 def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, nb, ks,
           HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
           SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr,
-          MANUAL_BF16: tl.constexpr):
-    """Column block ``nb`` of one weight (``N`` rows, K contiguous) times x, over K split ``ks``."""
+          MANUAL_BF16: tl.constexpr, LATE: tl.constexpr):
+    """Column block ``nb`` of one weight (``N`` rows, K contiguous) times x, over K split ``ks``.
+
+    ``LATE`` (the GEMV tile, ``DOT`` False): each thread keeps its products of contiguous K elements (Triton
+    vectorises the weight row loads to 16 bytes when the row stride allows) in a 3-D float32 tile and the
+    K sum happens once at the end, in a fixed order.
+    """
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = nb * BLOCK_N + tl.arange(0, BLOCK_N)
     mask_m = offs_m < M
@@ -96,26 +104,41 @@ def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, n
     offs_k = tl.arange(0, BLOCK_K)
     x_ptrs = X + x_rows[:, None].to(tl.int64) * stride_xm + (k_lo + offs_k)[None, :] * stride_xk
     w_ptrs = W + rows_n[:, None].to(tl.int64) * stride_wn + (k_lo + offs_k)[None, :]
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(k_lo, k_hi, BLOCK_K):
-        if EVEN_K:
-            x = tl.load(x_ptrs)
-            w = tl.load(w_ptrs)
-        else:
-            mk = (k0 + offs_k) < k_hi
-            x = tl.load(x_ptrs, mask=mk[None, :], other=0.0)
-            w = tl.load(w_ptrs, mask=mk[None, :], other=0.0)
-        if DOT:
-            if MANUAL_BF16:  # interpreter: its bf16 tl.dot returns garbage (seen with triton 3.9): exact fp32
-                acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")
-            elif IEEE:
-                acc = tl.dot(x, tl.trans(w), acc, input_precision="ieee")
+    if LATE:
+        acc3 = tl.zeros((BLOCK_M, BLOCK_N, BLOCK_K), dtype=tl.float32)
+        for k0 in range(k_lo, k_hi, BLOCK_K):
+            if EVEN_K:
+                x = tl.load(x_ptrs)
+                w = tl.load(w_ptrs)
             else:
-                acc = tl.dot(x, tl.trans(w), acc)
-        else:
-            acc += tl.sum(x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
-        x_ptrs += BLOCK_K * stride_xk
-        w_ptrs += BLOCK_K
+                mk = (k0 + offs_k) < k_hi
+                x = tl.load(x_ptrs, mask=mk[None, :], other=0.0)
+                w = tl.load(w_ptrs, mask=mk[None, :], other=0.0)
+            acc3 += x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :]
+            x_ptrs += BLOCK_K * stride_xk
+            w_ptrs += BLOCK_K
+        acc = tl.sum(acc3, axis=2)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(k_lo, k_hi, BLOCK_K):
+            if EVEN_K:
+                x = tl.load(x_ptrs)
+                w = tl.load(w_ptrs)
+            else:
+                mk = (k0 + offs_k) < k_hi
+                x = tl.load(x_ptrs, mask=mk[None, :], other=0.0)
+                w = tl.load(w_ptrs, mask=mk[None, :], other=0.0)
+            if DOT:
+                if MANUAL_BF16:  # interpreter: its bf16 tl.dot returns garbage (seen with triton 3.9): exact fp32
+                    acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")
+                elif IEEE:
+                    acc = tl.dot(x, tl.trans(w), acc, input_precision="ieee")
+                else:
+                    acc = tl.dot(x, tl.trans(w), acc)
+            else:
+                acc += tl.sum(x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
+            x_ptrs += BLOCK_K * stride_xk
+            w_ptrs += BLOCK_K
     mask = mask_m[:, None] & mask_n[None, :]
     if SPLIT_K == 1:
         if HAS_BIAS:
@@ -134,6 +157,7 @@ def _merged_gemm_kernel(
     NUM_W: tl.constexpr, HB0: tl.constexpr, HB1: tl.constexpr, HB2: tl.constexpr, HB3: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
     EVEN_K: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr, MANUAL_BF16: tl.constexpr,
+    LATE: tl.constexpr,
 ):
     """Program (column block ``pid0``, K split ``pid1``); column blocks C1, C2, C3 start weights 1, 2, 3.
 
@@ -143,22 +167,22 @@ def _merged_gemm_kernel(
     ks = tl.program_id(1)
     if pid < C1:
         _tile(X, W0, B0, Y0, P, M, N0, K, 0, NTOT, stride_xm, stride_xk, SW0, pid, ks, HB0, BLOCK_M, BLOCK_N,
-              BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16)
+              BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16, LATE)
     else:
         if NUM_W > 1:
             if pid < C2:
                 _tile(X, W1, B1, Y1, P, M, N1, K, N0, NTOT, stride_xm, stride_xk, SW1, pid - C1, ks, HB1,
-                      BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16)
+                      BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16, LATE)
             else:
                 if NUM_W > 2:
                     if pid < C3:
                         _tile(X, W2, B2, Y2, P, M, N2, K, N0 + N1, NTOT, stride_xm, stride_xk, SW2, pid - C2,
-                              ks, HB2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16)
+                              ks, HB2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16, LATE)
                     else:
                         if NUM_W > 3:
                             _tile(X, W3, B3, Y3, P, M, N3, K, N0 + N1 + N2, NTOT, stride_xm, stride_xk, SW3,
                                   pid - C3, ks, HB3, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE,
-                                  MANUAL_BF16)
+                                  MANUAL_BF16, LATE)
 
 
 @triton.jit
@@ -203,6 +227,87 @@ def _reduce_kernel(
                                         BLOCK_N, MANUAL_BF16)
 
 
+# ---------------------------------------------------------------------------------------------- measured table
+
+#: Configs picked by ``benchmarks/sweep_decode_gemm.py`` (per GPU name, shape and M), with the times of ours
+#: and of separate cuBLAS GEMMs. ``ROCM_FUSED_GEMM_TABLE`` names another file (the sweep writes there).
+TABLE_PATH = os.path.join(os.path.dirname(__file__), "gemm_merge_tuned.json")
+_TABLE_CACHE: dict[str, Any] = {}
+
+
+def load_table(path: str | None = None) -> list[dict]:
+    """Entries of the measured table (empty when the file is absent or unreadable); read once per path.
+
+    Each entry: ``device`` (``torch.cuda.get_device_name``), ``m``, ``k``, ``ns`` (list), ``dtype`` (e.g.
+    ``"bfloat16"``), ``config`` (the :class:`Config` fields), ``ours_us``, ``separate_us`` (cuBLAS, one GEMM
+    per weight), both us per call in CUDA graphs with the weights streaming from HBM.
+    """
+    import json
+
+    path = path or os.environ.get("ROCM_FUSED_GEMM_TABLE") or TABLE_PATH
+    if path not in _TABLE_CACHE:
+        try:
+            with open(path) as f:
+                _TABLE_CACHE[path] = list(json.load(f).get("entries", []))
+        except (OSError, ValueError):
+            _TABLE_CACHE[path] = []
+    return _TABLE_CACHE[path]
+
+
+def _device_name() -> str | None:
+    if not torch.cuda.is_available():
+        return None
+    try:
+        return torch.cuda.get_device_name(torch.cuda.current_device())
+    except Exception:  # no usable device (driver state): no table applies
+        return None
+
+
+def table_entries(k: int, ns: tuple[int, ...], dtype: torch.dtype, device: str | None = None) -> list[dict]:
+    """Entries for this device, K, Ns and dtype, sorted by M."""
+    device = device or _device_name()
+    if device is None:
+        return []
+    dt = str(dtype).replace("torch.", "")
+    return sorted((e for e in load_table() if e.get("device") == device and e.get("k") == k
+                   and tuple(e.get("ns", ())) == tuple(ns) and e.get("dtype") == dt), key=lambda e: e["m"])
+
+
+def table_config(m: int, k: int, ns: tuple[int, ...], dtype: torch.dtype, device: str | None = None
+                 ) -> Config | None:
+    """The measured config of the smallest measured M >= ``m`` (its BLOCK_M covers ``m``), else None."""
+    for e in table_entries(k, ns, dtype, device):
+        if e["m"] >= m:
+            cfg = Config(**e["config"])
+            return cfg if cfg.block_m >= m or cfg.dot else None
+    return None
+
+
+def measured_loss(spec: dict[str, Any], device: str | None = None) -> str | None:
+    """Why the table says this merge loses to separate cuBLAS GEMMs on this GPU (None: no such record).
+
+    Static M: the entry of the smallest measured M >= m; symbolic M: every entry up to the bucket covering
+    ``m_upper`` (a bucket is taken only if ours wins at every M it may run).
+    """
+    k, ns, dt = spec.get("k"), spec.get("ns"), spec.get("dtype")
+    if k is None or ns is None or None in ns:
+        return None
+    entries = table_entries(k, tuple(ns), dt, device)
+    if not entries:
+        return None
+    m = spec.get("m")
+    hi = m if m is not None else spec.get("m_upper")
+    if hi is None:
+        return None
+    cover = next((e for e in entries if e["m"] >= hi), entries[-1])
+    look = [cover] if m is not None else [e for e in entries if e["m"] <= cover["m"]]
+    for e in look:
+        if e["ours_us"] >= e["separate_us"]:
+            return (f"measured slower than separate cuBLAS GEMMs on {e['device']} at M={e['m']}: "
+                    f"{e['ours_us']:.1f} vs {e['separate_us']:.1f} us (gemm_merge_tuned.json)")
+    return None
+
+
 # ---------------------------------------------------------------------------------------------- limits
 
 
@@ -230,7 +335,7 @@ def check(spec: dict[str, Any]) -> str | None:
         return "K or an N is symbolic (weights have static shapes in every model we target)"
     if not all(spec.get("weight_k_contiguous", ())):
         return "a weight is not contiguous along K (the kernel streams (N, K) rows with unit K stride)"
-    return None
+    return measured_loss(spec)
 
 
 # ---------------------------------------------------------------------------------------------- configs
@@ -317,6 +422,58 @@ def default_config(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms:
     return Config(block_m, block_n, block_k, _split_for(ns, k, block_n, block_k, sms), warps, 3, True)
 
 
+#: Largest M the GEMV tile takes: its 3-D accumulator grows with M (issue 19 asks for M <= 8).
+GEMV_MAX_M = 8
+#: float32 products each thread of a GEMV tile keeps (BLOCK_M * BLOCK_N * BLOCK_K / threads): 32-64, i.e. at
+#: M = 1 four to eight 16-byte weight loads in flight per thread per K step. A guess bounded like the dot
+#: tiles' budget (64 float32 accumulators); tests/test_triton_aot.py compiles the aot_cases for spills and
+#: benchmarks/sweep_decode_gemm.py measures which tile wins.
+GEMV_ELEMS = (32, 64)
+
+
+def gemv_tiles(m: int, k: int, warp: int) -> list[tuple[int, int, int]]:
+    """(BLOCK_N, BLOCK_K, num_warps) of the GEMV tile at M <= :data:`GEMV_MAX_M`: BLOCK_N 4-32, BLOCK_K
+    128-512 (<= K padded to a power of two), 4 or 8 warps (``num_warps * warp <= 1024``), with
+    :data:`GEMV_ELEMS` products per thread."""
+    if m > GEMV_MAX_M:
+        return []
+    bm = _pow2_at_least(m)
+    kmax = max(16, _pow2_at_least(k))
+    out = []
+    for warps in (4, 8):
+        if warps * warp > MAX_THREADS:
+            continue
+        for bn in (4, 8, 16, 32):
+            for bk in (128, 256, 512):
+                if bk > kmax and bk != 128:
+                    continue
+                e = bm * bn * min(bk, kmax) / (warps * warp)
+                if GEMV_ELEMS[0] <= e <= GEMV_ELEMS[1]:
+                    out.append((bn, min(bk, kmax), warps))
+    return sorted(set(out))
+
+
+def gemv_configs(m: int, ns: tuple[int, ...], k: int, sms: int, warp: int) -> list[Config]:
+    """Every GEMV-tile config of :func:`gemv_tiles` at its automatic K split (:func:`_split_for`), and
+    without a split where that split is > 1 and the column blocks alone fill the SMs once."""
+    out = []
+    for bn, bk, warps in gemv_tiles(m, k, warp):
+        split = _split_for(ns, k, bn, bk, sms)
+        out.append(Config(_pow2_at_least(m), bn, bk, split, warps, 3, False, True))
+        if split > 1 and _blocks(ns, bn) >= sms:
+            out.append(Config(_pow2_at_least(m), bn, bk, 1, warps, 3, False, True))
+    return out
+
+
+def sweep_configs(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int, warp: int) -> list[Config]:
+    """What ``benchmarks/sweep_decode_gemm.py`` times per shape: :func:`candidates` plus every
+    :func:`gemv_configs` entry (16-bit dtypes only; float32 keeps the dot tiles)."""
+    out = list(candidates(m, ns, k, dtype, sms, warp))
+    if dtype != torch.float32:
+        out += [c for c in gemv_configs(m, ns, k, sms, warp) if c not in out]
+    return out
+
+
 def candidates(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int, warp: int) -> list[Config]:
     """Configs timed for one shape (first call on a GPU), 4-6 of them, since each is one more Triton compile
     (~0.5-1 s) at the first call of a shape: the default; the 8-warp :func:`tiles` with BLOCK_N 16/32/64 at
@@ -334,6 +491,9 @@ def candidates(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int
         out.append(dataclasses.replace(default, split_k=1))
     if m <= 2 and dtype != torch.float32:
         out.append(Config(_pow2_at_least(m), 32, 128, _split_for(ns, k, 32, 128, sms), 4, 2, False))
+    if m <= GEMV_MAX_M and dtype != torch.float32:  # two GEMV tiles: narrow and wide column blocks
+        g = gemv_configs(m, ns, k, sms, warp)
+        out += g[:1] + g[-1:]
     seen, kept = set(), []
     for c in out:
         if c not in seen and c.num_warps * warp <= MAX_THREADS:
@@ -402,7 +562,7 @@ def launch(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tens
             x, *ws, *bs, *ys, work, m, k, *nsp, *sw, c1, c2, c3, ntot, x.stride(0), x.stride(1),
             NUM_W=nw, HB0=hb[0], HB1=hb[1], HB2=hb[2], HB3=hb[3], BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
             BLOCK_K=cfg.block_k, SPLIT_K=split, EVEN_K=even_k, DOT=cfg.dot, IEEE=ieee, MANUAL_BF16=manual,
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+            LATE=cfg.late and not cfg.dot, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
         if split > 1:
             _reduce_kernel[(cum[-1],)](
                 work, *bs, *ys, m, *nsp, c1, c2, c3, ntot, NUM_W=nw, HB0=hb[0], HB1=hb[1], HB2=hb[2],
@@ -436,12 +596,18 @@ def _tune(x, weights, biases, key) -> Config:
 
 
 def pick_config(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor | None]) -> Config:
-    """The config for this call: tuned once per shape on a GPU outside capture, else :func:`default_config`."""
+    """The config for this call: the measured table's (:func:`table_config`), else tuned once per shape on a
+    GPU outside capture, else :func:`default_config`."""
     key = _key(x, weights, biases)
     if key in _TUNED:
         return _TUNED[key]
     m, k = x.shape
     ns = tuple(w.shape[0] for w in weights)
+    if x.is_cuda and not _interpreting():
+        cfg = table_config(m, k, ns, x.dtype)
+        if cfg is not None:  # measured (a pure lookup: safe under capture)
+            _TUNED[key] = cfg
+            return cfg
     if (_interpreting() or not x.is_cuda or _capturing(x)
             or os.environ.get("ROCM_FUSED_GEMM_TUNE", "1") == "0"):
         return default_config(m, ns, k, x.dtype, warp=warp_size())
@@ -497,7 +663,7 @@ def _signature(dt: str, nw: int) -> dict[str, str]:
                  "stride_xm", "stride_xk"):
         sig[name] = "i32"
     for name in ("NUM_W", "HB0", "HB1", "HB2", "HB3", "BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "EVEN_K",
-                 "DOT", "IEEE", "MANUAL_BF16"):
+                 "DOT", "IEEE", "MANUAL_BF16", "LATE"):
         sig[name] = "constexpr"
     return sig
 
@@ -517,7 +683,7 @@ def aot_cases() -> list[dict]:
             "constexprs": {"NUM_W": nw, "HB0": hb[0], "HB1": hb[1], "HB2": hb[2], "HB3": hb[3],
                            "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
                            "SPLIT_K": cfg.split_k, "EVEN_K": even_k, "DOT": cfg.dot, "IEEE": ieee,
-                           "MANUAL_BF16": False},
+                           "MANUAL_BF16": False, "LATE": cfg.late and not cfg.dot},
             "num_warps": cfg.num_warps})
 
     bf = torch.bfloat16
@@ -531,6 +697,10 @@ def aot_cases() -> list[dict]:
     main_case("gateup_bn128_m16_bf16", "bf16", 2, Config(16, 128, 64, 1, 8, 3, True))
     main_case("qkv_4warps_m16_bf16", "bf16", 3, Config(16, 16, 256, 2, 4, 3, True))
     main_case("qkv_4warps_m32_fp16", "fp16", 3, Config(32, 32, 64, 1, 4, 3, True))
+    main_case("qkv_gemv_m1_bf16", "bf16", 3, Config(1, 16, 512, 2, 4, 3, False, True))
+    main_case("gateup_gemv_m8_bf16", "bf16", 2, Config(8, 8, 256, 1, 8, 3, False, True))
+    main_case("kproj_gemv_m4_fp16_bias", "fp16", 1, Config(4, 8, 256, 4, 4, 3, False, True), hb=(True,) * 4,
+              even_k=False)
     main_case("qkv_m4_fp32_ieee", "fp32", 3, default_config(4, (512, 128, 128), 512, torch.float32), ieee=True)
     red_sig = {"P": "*fp32", **{f"B{i}": "*bf16" for i in range(4)}, **{f"Y{i}": "*bf16" for i in range(4)}}
     red_sig.update({n: "i32" for n in ("M", "N0", "N1", "N2", "N3", "C1", "C2", "C3", "NTOT")})
