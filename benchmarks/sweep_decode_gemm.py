@@ -50,6 +50,20 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _save(args, sweep: list[dict], entries: list[dict]) -> None:
+    """Write the sweep CSV and the table (after every shape: a timeout still leaves what was measured)."""
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "decode_gemm_sweep.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=("model", "group", "M", "config", "us", "error"))
+        w.writeheader()
+        w.writerows(sweep)
+    doc = {"source": f"benchmarks/sweep_decode_gemm.py, {time.strftime('%Y-%m-%d')}, {versions()}; us per call in "
+                     "CUDA graphs, weights streaming from HBM", "entries": entries}
+    for path in [os.path.join(args.out, "gemm_merge_tuned.json")] + ([args.table] if args.table else []):
+        with open(path, "w") as f:
+            json.dump(doc, f, indent=1)
+
+
 def main(argv=None) -> int:
     """Run the sweep; returns the process exit code."""
     args = parse_args(argv)
@@ -131,19 +145,11 @@ def main(argv=None) -> int:
                                     config=dataclasses.asdict(best), ours_us=round(best_us, 2),
                                     separate_us=round(sep, 2), concat_us=cat, floor_us=round(floor, 2),
                                     group=f"{model} {gname}"))
+                _save(args, sweep, entries)
                 print(f"[{time.perf_counter() - start:4.0f}s] {model:<6} {gname:<8} M={m:<3} sep {sep:7.2f} cat "
                       f"{cat!s:>7} ours {best_us:7.2f} floor {floor:6.2f} us [{name}] ({len(cfgs)} configs)",
                       flush=True)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "decode_gemm_sweep.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=("model", "group", "M", "config", "us", "error"))
-        w.writeheader()
-        w.writerows(sweep)
-    doc = {"source": f"benchmarks/sweep_decode_gemm.py, {time.strftime('%Y-%m-%d')}, {versions()}; us per call in "
-                     "CUDA graphs, weights streaming from HBM", "entries": entries}
-    for path in [os.path.join(args.out, "gemm_merge_tuned.json")] + ([args.table] if args.table else []):
-        with open(path, "w") as f:
-            json.dump(doc, f, indent=1)
+    _save(args, sweep, entries)
     layer.sort(key=lambda r: (r["model"], r["group"], r["M"]))
     text = write_results(layer, args.out, "decode_gemm_layer", f"Decode GEMMs per layer ({versions()}, {dname})", [
         "", f"bf16, us per call (CUDA-graph replays, weights rotated over copies > 2x L2); floor = bytes / {bw:.0f} "
