@@ -60,8 +60,16 @@ def _save(args, sweep: list[dict], entries: list[dict]) -> None:
     doc = {"source": f"benchmarks/sweep_decode_gemm.py, {time.strftime('%Y-%m-%d')}, {versions()}; us per call in "
                      "CUDA graphs, weights streaming from HBM", "entries": entries}
     for path in [os.path.join(args.out, "gemm_merge_tuned.json")] + ([args.table] if args.table else []):
+        old = []
+        try:  # keep the file's entries of other devices/shapes/M: a sweep replaces only what it measured
+            with open(path) as f:
+                old = json.load(f).get("entries", [])
+        except (OSError, ValueError):
+            pass
+        key = lambda e: (e["device"], e["m"], e["k"], tuple(e["ns"]), e["dtype"])  # noqa: E731
+        new = {key(e) for e in entries}
         with open(path, "w") as f:
-            json.dump(doc, f, indent=1)
+            json.dump({**doc, "entries": [e for e in old if key(e) not in new] + entries}, f, indent=1)
 
 
 def main(argv=None) -> int:

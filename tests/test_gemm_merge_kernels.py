@@ -164,7 +164,8 @@ def test_gemv_configs_pruned_and_bounded():
 
 def test_measured_table_picks_and_refuses(tmp_path, monkeypatch):
     """The sweep's table: its config is looked up by the smallest measured M >= m; a bucket where ours lost
-    to separate cuBLAS is refused by check() with the numbers (symbolic M: any loss up to its bound)."""
+    to separate cuBLAS is refused by check() with the numbers (symbolic M: any loss up to its bound); a shape
+    absent on a measured GPU is refused unless ROCM_FUSED_GEMM_UNMEASURED=1."""
     import json
 
     dev = "FakeGPU"
@@ -181,6 +182,9 @@ def test_measured_table_picks_and_refuses(tmp_path, monkeypatch):
     assert "slower than separate cuBLAS" in gm.measured_loss({**base, "m": 7, "m_upper": 7}, dev)
     assert gm.measured_loss({**base, "m": None, "m_upper": 4}, dev) is None
     assert "M=8" in gm.measured_loss({**base, "m": None, "m_upper": 8}, dev)
+    assert "not measured on FakeGPU" in gm.measured_loss({**base, "ns": (64, 16)}, dev)
+    assert gm.measured_loss({**base, "ns": (64, 16)}, "OtherGPU") is None  # a GPU absent from the table
+    monkeypatch.setenv("ROCM_FUSED_GEMM_UNMEASURED", "1")
     assert gm.measured_loss({**base, "ns": (64, 16)}, dev) is None
 
 

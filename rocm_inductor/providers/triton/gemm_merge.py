@@ -33,8 +33,18 @@ times every candidate with ``triton.testing.do_bench`` (L2 flushed between runs;
 reduction included) and keeps the fastest for that shape key. Configs with ``num_warps * warp_size > 1024``
 are dropped (ROCm's 64-wide wavefronts), and every tile stays within :data:`TILE_BUDGET`, the register
 budget found spill-free by AOT compiles for sm_90 and gfx942. Block sizes follow the issue's guidance
-(BLOCK_N 16-128, BLOCK_K 64-256, padded M of 16); their speed is not yet measured:
-``benchmarks/bench_decode_gemm.py`` prints the config each shape picked.
+(BLOCK_N 16-128, BLOCK_K 64-256, padded M of 16).
+
+GEMV tile (``late=True``, M <= 8): no ``tl.dot``; each program streams a (BLOCK_N, BLOCK_K) slice of one
+weight with 16-byte loads along K, multiplies by the M rows of x and keeps the products in a 3-D float32
+register tile, summed over K once after the loop. Measured (H200, torch 2.11, triton 3.6, 2026-12-01,
+``benchmarks/results/decode_gemm_layer.md``): it wins at M = 1 and 2 (Llama-3.2-1B q/k/v 6.54 us at M = 1 vs
+9.8 us for the dot tile before it, separate cuBLAS 18.1 us, concatenated cuBLAS 6.86 us; gate/up 21.95 us
+vs 22.55 separate); from M = 4 the dot tile with M padded to 16 wins (q/k/v 9.3 us at M = 4 / 8).
+
+Measured table: ``benchmarks/sweep_decode_gemm.py`` times :func:`sweep_configs` per shape and M and writes
+the fastest to ``gemm_merge_tuned.json`` (with ours vs separate cuBLAS); :func:`pick_config` uses it first
+(the smallest measured M >= m), and :func:`check` refuses merges the table says lose (:func:`measured_loss`).
 """
 
 from __future__ import annotations
@@ -284,16 +294,23 @@ def table_config(m: int, k: int, ns: tuple[int, ...], dtype: torch.dtype, device
 
 
 def measured_loss(spec: dict[str, Any], device: str | None = None) -> str | None:
-    """Why the table says this merge loses to separate cuBLAS GEMMs on this GPU (None: no such record).
+    """Why the table says not to take this merge on this GPU (None: take it).
 
     Static M: the entry of the smallest measured M >= m; symbolic M: every entry up to the bucket covering
-    ``m_upper`` (a bucket is taken only if ours wins at every M it may run).
+    ``m_upper`` (a bucket is taken only if ours wins at every M it may run). On a GPU the table has entries
+    for, a shape it has none for is refused too ("not measured"), unless ``ROCM_FUSED_GEMM_UNMEASURED=1``
+    (then the first call tunes it); GPUs absent from the table (and CPU) refuse nothing.
     """
     k, ns, dt = spec.get("k"), spec.get("ns"), spec.get("dtype")
     if k is None or ns is None or None in ns:
         return None
+    device = device or _device_name()
     entries = table_entries(k, tuple(ns), dt, device)
     if not entries:
+        if (device is not None and any(e.get("device") == device for e in load_table())
+                and os.environ.get("ROCM_FUSED_GEMM_UNMEASURED", "0") != "1"):
+            return (f"shape K={k} N={'/'.join(map(str, ns))} not measured on {device} (run "
+                    "benchmarks/sweep_decode_gemm.py, or set ROCM_FUSED_GEMM_UNMEASURED=1)")
         return None
     m = spec.get("m")
     hi = m if m is not None else spec.get("m_upper")
