@@ -24,8 +24,10 @@ Left alone silently: a single GEMM of its activation (gpt-fast's already fused `
 ``bmm``/``baddbmm`` (attention), scaled/int8 GEMMs, training graphs' GEMMs whose inputs are also saved
 (merging them is still exact, but the pass targets inference and does not look at them differently).
 
-Off by default on every platform until measured (``policy.PASS_DEFAULTS``), and, unlike the other passes, not
-switched on by a forced global ``provider=``: enable it with ``options={"passes": {"gemm_merge": True}}`` (or
+On by default on CUDA only (``policy.PASS_DEFAULTS``; measured on the H200, and the Triton provider's
+``check`` takes only merges its measured table says beat separate cuBLAS GEMMs: the others are near-misses
+with the numbers), off on ROCm and CPU; unlike the other passes it is not switched on by a forced global
+``provider=``: enable it with ``options={"passes": {"gemm_merge": True}}`` (or
 force ``providers={"merged_gemm": ...}``). Under Inductor freezing the weights arrive as constants (often
 already transposed into (K, N) tensors): they merge the same way; freezing's own concatenation of GEMMs of one
 input (weights of one shape: gate/up) happens before this pass, which then sees one GEMM there.
@@ -144,8 +146,8 @@ class GemmMergePass:
 
     name = "gemm_merge"
     ops = ("merged_gemm",)
-    #: Off until measured, and not switched on by a forced global ``provider=`` (the CPU tests and example
-    #: force ``"reference"``): only ``passes={"gemm_merge": True}`` or ``providers={"merged_gemm": ...}``.
+    #: Not switched on by a forced global ``provider=`` (the CPU tests and example force ``"reference"``):
+    #: only the CUDA default, ``passes={"gemm_merge": True}`` or ``providers={"merged_gemm": ...}``.
     enabled_by_provider = False
 
     def __call__(self, graph: Graph, ctx: PassContext) -> None:
