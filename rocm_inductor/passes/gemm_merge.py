@@ -19,7 +19,11 @@ Left alone, each reported as a near-miss with its reason:
 - a GEMM of the group with another dtype (e.g. a float32 weight in a bf16 model);
 - GEMMs that read the same tensor through different views or slices (not one (M, K) activation);
 - a group whose inputs are computed after another member's output is used (merging would reorder);
-- what the provider refuses (e.g. a weight not contiguous along K for the Triton kernel).
+- what the provider refuses (e.g. a weight not contiguous along K for the Triton kernel);
+- a GEMM the op cannot express next to other GEMMs of its activation: ``addmm`` with beta/alpha != 1 or
+  with a bias that is not (N,) (a (1,) or (M, N) bias broadcast by addmm);
+- GEMMs of one activation of a dtype the op does not take (float64, integers).
+A GEMM whose activation, weight or bias is the output of a GEMM merged before it reads that merge's output.
 Left alone silently: a single GEMM of its activation (gpt-fast's already fused ``wqkv``: nothing to merge),
 ``bmm``/``baddbmm`` (attention), scaled/int8 GEMMs, training graphs' GEMMs whose inputs are also saved
 (merging them is still exact, but the pass targets inference and does not look at them differently).
@@ -42,6 +46,7 @@ from typing import Any
 
 import torch
 from torch.fx import Graph, Node
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..ops.gemm_merge import DTYPES, MAX_WEIGHTS, merged_gemm_spec
 from ..report import Match as MatchRecord
@@ -54,9 +59,11 @@ aten = torch.ops.aten
 #: Reshapes through which the shared activation is found (same values, same element order).
 RESHAPES = frozenset({aten.view.default, aten.reshape.default, aten._unsafe_view.default})
 #: Views/slices/casts through which "the same tensor read differently" is found (near-miss reporting only).
+#: Not transposes: a GEMM of a transposed tensor is no projection of it (a training backward's weight
+#: gradient ``permute(grad) @ x`` next to ``grad @ w``), and reporting every such pair would be noise.
 VIEWS = RESHAPES | frozenset({
     torch.ops.prims.convert_element_type.default, aten._to_copy.default, aten.slice.Tensor, aten.select.int,
-    aten.permute.default, aten.t.default, aten.transpose.int, aten.clone.default, aten.alias.default,
+    aten.clone.default, aten.alias.default,
     aten.expand.default, aten.squeeze.dim, aten.unsqueeze.default, aten.narrow.default})
 WHAT = "GEMMs of one activation"
 
@@ -99,19 +106,26 @@ class _Gemm:
         self.key = (_through(self.act, RESHAPES), tuple(str(s) for s in v.shape)) if v is not None else None
         self.root = _through(self.act, VIEWS)
 
-    def ok(self) -> bool:
-        """Shapes the op can express: 2-D activation, 1-D bias of N (or none), default beta/alpha."""
+    def why_not(self) -> str | None:
+        """None if the op can express this GEMM (2-D activation, (N,) bias or none, default beta/alpha),
+        else the reason in plain words (for the near-miss when other GEMMs read the same activation)."""
         node = self.node
-        if any(node.kwargs.get(k, 1) != 1 for k in ("beta", "alpha")):
-            return False
+        scaled = {k: node.kwargs[k] for k in ("beta", "alpha") if node.kwargs.get(k, 1) != 1}
+        if scaled:
+            return ("addmm with " + ", ".join(f"{k}={v}" for k, v in scaled.items())
+                    + ": merged_gemm computes x @ w.T + bias (beta = alpha = 1)")
         a, m2 = _val(self.act), _val(self.mat2)
         if not (isinstance(a, torch.Tensor) and isinstance(m2, torch.Tensor) and a.ndim == 2 and m2.ndim == 2):
-            return False
+            return "not a 2-D (M, K) x (K, N) product"
         if self.bias is not None:
             b = _val(self.bias)
-            if not isinstance(b, torch.Tensor) or b.ndim != 1:
-                return False
-        return isinstance(_val(node), torch.Tensor)
+            if not (isinstance(b, torch.Tensor) and b.ndim == 1 and statically_known_true(b.shape[0] == m2.shape[1])):
+                shape = tuple(b.shape) if isinstance(b, torch.Tensor) else b
+                return (f"addmm bias of shape {shape} broadcast to (M, N={m2.shape[1]}): merged_gemm takes a "
+                        f"bias of shape (N,)")
+        if not isinstance(_val(node), torch.Tensor):
+            return "no tensor output"
+        return None
 
     def dtypes(self) -> tuple:
         return (_val(self.act).dtype, _val(self.mat2).dtype,
@@ -154,15 +168,29 @@ class GemmMergePass:
         order = {n: i for i, n in enumerate(graph.nodes)}
         groups: dict[Any, list[_Gemm]] = {}
         by_root: dict[Any, list[_Gemm]] = {}
+        refused: dict[Any, list[tuple[_Gemm, str]]] = {}
         for node in graph.nodes:
             if node.op != "call_function" or node.target not in (aten.mm.default, aten.addmm.default):
                 continue
             g = _Gemm(node)
-            if g.key is None or not g.ok():
+            if g.key is None:
+                continue
+            why = g.why_not()
+            if why is not None:
+                refused.setdefault(g.key, []).append((g, why))
                 continue
             groups.setdefault(g.key, []).append(g)
             by_root.setdefault(g.root, []).append(g)
         self._report_other_views(groups, by_root, ctx)
+        for key, rest in refused.items():  # GEMMs of a shared activation the op cannot express: not silent
+            if len(rest) + len(groups.get(key, ())) < 2:
+                continue
+            act = _val(rest[0][0].act)
+            d = decide("mm", act.shape[0], ctx.options.aten_gemm_max_m, _var_ranges(act))
+            for g, why in rest:
+                if not d.aten_only:
+                    why = f"not a decode bucket: {d.reason.replace(': tuned', '')}"
+                ctx.near_miss(g.node.name, NearMiss(self.name, WHAT, why, location_of(g.node)))
         for gemms in groups.values():
             if len(gemms) < 2:
                 continue
@@ -182,7 +210,11 @@ class GemmMergePass:
                     ctx.near_miss(g.node.name, NearMiss(self.name, WHAT, f"different dtypes: activation {a}, "
                                                         f"weight {w}, bias {b}, out {o} (the group is {a})",
                                                         location_of(g.node)))
-            if dt not in DTYPES or len(same) < 2:
+            if dt not in DTYPES:
+                ctx.near_miss(anchor, NearMiss(self.name, WHAT, f"{len(gemms)} GEMMs of one {dtype_name(act)} "
+                                               "activation: merged_gemm takes float16/bfloat16/float32", where))
+                continue
+            if len(same) < 2:
                 continue
             for chunk in _chunks(same, MAX_WEIGHTS):
                 if len(chunk) >= 2:
@@ -208,6 +240,9 @@ class GemmMergePass:
                 ctx.near_miss(g.node.name, NearMiss(self.name, WHAT, why, location_of(g.node)), overwrite=False)
 
     def _merge(self, graph: Graph, ctx: PassContext, gemms: list[_Gemm], order: dict, decision: Any) -> None:
+        # Re-read each GEMM from its (still live) node: an earlier merge may have replaced its activation,
+        # weight or bias (the output of a GEMM merged before, now a getitem) and erased the node it read.
+        gemms = [_Gemm(g.node) for g in gemms]
         first = gemms[0]
         where, anchor = location_of(first.node), first.node.name
         x = first.act

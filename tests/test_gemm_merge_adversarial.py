@@ -1,0 +1,180 @@
+"""gemm_merge (``passes/gemm_merge.py``) against graphs its first tests did not cover.
+
+Each bug found by trying to break the pass has a test here (it failed before the fix), plus the cases that
+held and are cheap to keep. Compiled through the real backend on CPU with the reference provider
+(``graph_utils.compile_run``, strict: any raise fails the test); tiny shapes (M <= 4, K = 16).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from graph_utils import compile_run
+
+MM, ADDMM, MERGED = "aten.mm.default", "aten.addmm.default", "rocm_fused.merged_gemm.default"
+H = 16
+
+
+def run(fn, *args, **kw):
+    return compile_run(fn, *args, options={"passes": {"gemm_merge": True}}, **kw)
+
+
+def _gemms(counter) -> int:
+    return counter.get(MM, 0) + counter.get(ADDMM, 0)
+
+
+def _same(out, fn, *args):
+    with torch.no_grad():
+        eager = fn(*args)
+    for o, e in zip(out, eager, strict=True):
+        assert o.shape == e.shape and o.dtype == e.dtype
+        torch.testing.assert_close(o, e)  # reference provider: the same ATen GEMMs (fp32: rounding only)
+
+
+def _w(*shape, dtype=torch.float32):
+    return torch.randn(*shape, dtype=dtype)
+
+
+def test_gemm_output_that_is_the_activation_of_another_group():
+    """Bug: h = x @ W0 feeds two GEMMs (a second group) and x has another GEMM. Merging x's group erased h's
+    node, and the h group then handed the erased node to merged_gemm ("used before it has been defined")."""
+    torch.manual_seed(0)
+    w = [_w(H, H) for _ in range(4)]
+
+    def fn(x):
+        h, g = F.linear(x, w[0]), F.linear(x, w[1])
+        return F.linear(h, w[2]), F.linear(h, w[3]), g
+
+    x = torch.randn(3, H)
+    out, seen = run(fn, x)
+    (c,) = seen
+    assert c.after[MERGED] == 2 and _gemms(c.after) == 0
+    _same(out, fn, x)
+
+
+def test_addmm_with_a_broadcast_bias_is_a_near_miss_not_a_raise():
+    """Bug: ``addmm(bias of shape (1,), x, w)`` (a broadcast bias) passed the pass's checks and merged_gemm's
+    fake raised "needs (N,)" in a strict compile."""
+    torch.manual_seed(0)
+    w0, w1, b = _w(8, H), _w(9, H), torch.ones(1)
+
+    def fn(x):
+        return torch.addmm(b, x, w0.t()), torch.addmm(b, x, w1.t())
+
+    x = torch.randn(3, H)
+    out, seen = run(fn, x)
+    (c,) = seen
+    assert MERGED not in c.after and _gemms(c.after) == 2
+    assert len(c.report.near_misses) == 2
+    assert all("bias of shape (1,)" in m.reason for m in c.report.near_misses)
+    _same(out, fn, x)
+
+
+@pytest.mark.parametrize("case,reason", [
+    ("bias_2d", "bias of shape (3, 8)"), ("beta", "beta=2.0"), ("alpha", "alpha=0.5")])
+def test_addmm_the_op_cannot_express_is_a_near_miss_not_silent(case, reason):
+    """Bug (silent skip): two small-M GEMMs of one activation, one an addmm with a (M, N) bias or
+    beta/alpha != 1, were neither merged nor reported."""
+    torch.manual_seed(0)
+    w0, w1 = _w(8, H), _w(9, H)
+    bias = torch.ones(3, 8) if case == "bias_2d" else torch.ones(8)
+    kw = {"beta": 2.0} if case == "beta" else {"alpha": 0.5} if case == "alpha" else {}
+
+    def fn(x):
+        return torch.addmm(bias, x, w0.t(), **kw), x @ w1.t()
+
+    x = torch.randn(3, H)
+    out, seen = run(fn, x)
+    (c,) = seen
+    assert MERGED not in c.after
+    (miss,) = c.report.near_misses
+    assert reason in miss.reason
+    _same(out, fn, x)
+
+
+def test_unsupported_dtype_group_is_a_near_miss_not_silent():
+    """Bug (silent skip): float64 GEMMs of one activation were dropped without a near-miss."""
+    torch.manual_seed(0)
+    w0, w1 = _w(8, H, dtype=torch.float64), _w(9, H, dtype=torch.float64)
+
+    def fn(x):
+        return F.linear(x, w0), F.linear(x, w1)
+
+    _, seen = run(fn, torch.randn(2, H, dtype=torch.float64))
+    (miss,) = seen[0].report.near_misses
+    assert "float64" in miss.reason and "float16/bfloat16/float32" in miss.reason
+
+
+def test_training_backward_gemms_are_not_near_miss_noise():
+    """Bug (report noise): a training backward's ``permute(grad) @ x`` next to ``grad @ w`` was reported as
+    "reads ... through another view or slice" for every GEMM; a transposed read is not a projection input.
+    The forward merges and the gradients equal eager's."""
+    torch.manual_seed(0)
+    a, b = torch.nn.Linear(H, 8), torch.nn.Linear(H, 9, bias=False)
+
+    def fn(x):
+        return (a(x) * b(x)[:, :8]).sum()
+
+    x = torch.randn(3, H, requires_grad=True)
+    torch._dynamo.reset()
+    from graph_utils import capture
+    with capture() as seen:
+        torch.compile(fn, backend="rocm_fused", options={"provider": "reference", "strict": True,
+                                                          "passes": {"gemm_merge": True}})(x).backward()
+    got = [t.grad.clone() for t in (a.weight, a.bias, b.weight, x)]
+    for t in (a.weight, a.bias, b.weight, x):
+        t.grad = None
+    fn(x).backward()
+    for g, t in zip(got, (a.weight, a.bias, b.weight, x), strict=True):
+        torch.testing.assert_close(g, t.grad)
+    assert seen[0].after[MERGED] == 1
+    assert all(not c.report.near_misses for c in seen)
+
+
+# --------------------------------------------------------------------------------------------- held
+
+
+def _held_cases():
+    torch.manual_seed(0)
+    w = [_w(8 + i, H) for i in range(3)]
+    big = _w(40, 2 * H)
+    b0, b2 = torch.randn(8), torch.randn(10)
+    return {
+        # outputs returned in another order than the GEMMs, one used twice
+        "getitem_order": (lambda x: (F.linear(x, w[1]), F.linear(x, w[0]), F.linear(x, w[0]) + 1), 3),
+        # mixed bias / no bias in one group
+        "mixed_bias": (lambda x: (F.linear(x, w[0], b0), F.linear(x, w[1]), F.linear(x, w[2], b2)), 3),
+        # strided weight views (a column-strided slice, a row slice)
+        "strided_weights": (lambda x: (F.linear(x, big[:8, ::2]), F.linear(x, big[8:20, :H])), 2),
+        # a contiguous (K, N) weight next to an (N, K) one
+        "kn_and_nk": (lambda x: (x @ w[0].t().contiguous(), x @ w[1].t()), 2),
+        # the activation is also another member's weight (N = M)
+        "act_as_weight": (lambda x: (F.linear(x, x), F.linear(x, w[0])), 2),
+        # the outputs are mutated in place afterwards
+        "inplace_users": (lambda x: (F.linear(x, w[0]).add_(1), F.linear(x, w[1]).mul_(2)), 2),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_held_cases()))
+def test_held(case):
+    fn, n = _held_cases()[case]
+    x = torch.randn(3, H)
+    out, seen = run(fn, x)
+    (c,) = seen
+    assert c.after[MERGED] == 1 and _gemms(c.after) == 0
+    assert c.report.matches[-1].note.startswith(f"{n} GEMMs merged")
+    _same(out, fn, x)
+
+
+def test_weights_as_user_inputs_between_placeholders():
+    """Weights passed as graph inputs (placeholders after the activation): the op goes after the last one."""
+    torch.manual_seed(0)
+
+    def fn(w1, x, s, w2):
+        return F.linear(x, w1), F.linear(x, w2), s.sum()
+
+    args = (_w(8, H), torch.randn(3, H), torch.randn(4), _w(9, H))
+    out, seen = run(fn, *args)
+    assert seen[0].after[MERGED] == 1
+    _same(out, fn, *args)
