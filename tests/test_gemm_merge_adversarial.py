@@ -132,6 +132,62 @@ def test_training_backward_gemms_are_not_near_miss_noise():
     assert all(not c.report.near_misses for c in seen)
 
 
+class _CastWeights(torch.nn.Module):
+    """float32 master weights cast to the activation's dtype inside forward, q viewed before k_proj runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Parameter(torch.randn(n, H)) for n in (32, 16, 16))
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q = F.linear(x, self.q.to(x.dtype)).view(b, t, 2, 16).transpose(1, 2)
+        k = F.linear(x, self.k.to(x.dtype)).view(b, t, 1, 16).transpose(1, 2)
+        v = F.linear(x, self.v.to(x.dtype)).view(b, t, 1, 16).transpose(1, 2)
+        return q * 2, k + 1, v.sin()
+
+
+def test_weights_computed_inside_forward_are_hoisted_and_merged():
+    """Bug (false near-miss): a weight cast (or built, LoRA ``w + a @ b``) inside each projection is computed
+    after the previous projection's output is used; the pass called that "would reorder" and left q/k/v.
+    Those nodes depend on no member's output: the pass now moves them before the first use and merges."""
+    torch.manual_seed(0)
+    mod = _CastWeights().eval()
+    x = torch.randn(2, 1, H, dtype=torch.bfloat16)
+    out, seen = run(mod, x)
+    (c,) = seen
+    assert c.after[MERGED] == 1 and _gemms(c.after) == 0 and not c.report.near_misses
+    _same(out, mod, x)
+    a, bb = torch.randn(16, 2), torch.randn(2, H)
+    w0, w1 = torch.randn(32, H), torch.randn(16, H)
+
+    def lora(x):
+        return torch.relu(F.linear(x, w0)), F.linear(x, w1 + a @ bb)
+
+    x = torch.randn(2, H)
+    out, seen = run(lora, x)
+    assert seen[0].after[MERGED] == 1 and _gemms(seen[0].after) == 1  # a @ bb stays
+    _same(out, lora, x)
+
+
+def test_a_late_weight_that_reads_a_member_output_is_not_hoisted():
+    """The hoist stops at a real dependency (the weight reads the first output): near-miss, graph unchanged."""
+    torch.manual_seed(0)
+    w0, w1 = torch.randn(8, H), torch.randn(9, H)
+
+    def fn(x):
+        y = F.linear(x, w0)
+        z = torch.relu(y)
+        return z, F.linear(x, w1 * z.mean())
+
+    x = torch.randn(2, H)
+    out, seen = run(fn, x)
+    (c,) = seen
+    assert MERGED not in c.after and _gemms(c.after) == 2
+    assert any("reorder" in m.reason for m in c.report.near_misses)
+    _same(out, fn, x)
+
+
 # --------------------------------------------------------------------------------------------- held
 
 

@@ -18,12 +18,15 @@ Left alone, each reported as a near-miss with its reason:
 - GEMMs of one activation with M above the bucket limit or unbounded (prefill);
 - a GEMM of the group with another dtype (e.g. a float32 weight in a bf16 model);
 - GEMMs that read the same tensor through different views or slices (not one (M, K) activation);
-- a group whose inputs are computed after another member's output is used (merging would reorder);
+- a group where an input of one GEMM is computed from another member's output (merging would reorder);
 - what the provider refuses (e.g. a weight not contiguous along K for the Triton kernel);
 - a GEMM the op cannot express next to other GEMMs of its activation: ``addmm`` with beta/alpha != 1 or
   with a bias that is not (N,) (a (1,) or (M, N) bias broadcast by addmm);
 - GEMMs of one activation of a dtype the op does not take (float64, integers).
 A GEMM whose activation, weight or bias is the output of a GEMM merged before it reads that merge's output.
+Inputs computed late (a weight cast or built inside each ``Linear.forward``: ``self.weight.to(x.dtype)``,
+autocast, a LoRA-merged ``w + a @ b``, placed after the previous projection's output is already used) are
+moved before that first use when they read no member's output (:func:`_hoist`); otherwise: near-miss.
 Left alone silently: a single GEMM of its activation (gpt-fast's already fused ``wqkv``: nothing to merge),
 ``bmm``/``baddbmm`` (attention), scaled/int8 GEMMs, training graphs' GEMMs whose inputs are also saved
 (merging them is still exact, but the pass targets inference and does not look at them differently).
@@ -153,6 +156,37 @@ def _chunks(items: list, size: int) -> list[list]:
     return out
 
 
+def _hoist(inputs: list, gemms: list[_Gemm], hi: int, order: dict) -> bool:
+    """Move the computation of the group's late inputs before the first use of any member's output.
+
+    A weight cast or built inside each ``Linear.forward`` (``F.linear(x, self.weight.to(x.dtype))``, autocast,
+    a LoRA-merged ``w + a @ b``) is computed after the previous projection's output is already used (HF views
+    q before k_proj runs). Those nodes (every ancestor of an input placed at or after position ``hi``) move,
+    in their order, just before the node at ``hi``, if none of them is a member GEMM, reads a member's output
+    (a real dependency), has side effects or draws random numbers. Returns whether it moved them; ``order``
+    is refreshed when it did.
+    """
+    first_use = next(n for n, i in order.items() if i == hi)
+    members = {g.node for g in gemms}
+    outputs_read = {u for g in gemms for u in g.node.users}
+    late: set[Node] = set()
+    stack = [n for n in inputs if isinstance(n, Node) and order.get(n, -1) >= hi]
+    while stack:
+        n = stack.pop()
+        if n in late:
+            continue
+        if (n in members or n in outputs_read or n.op != "call_function" or n.is_impure()
+                or torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ())):
+            return False
+        late.add(n)
+        stack.extend(a for a in n.all_input_nodes if order.get(a, -1) >= hi)
+    for n in sorted(late, key=order.__getitem__):
+        first_use.prepend(n)
+    order.clear()
+    order.update((n, i) for i, n in enumerate(first_use.graph.nodes))
+    return True
+
+
 class GemmMergePass:
     """The decode GEMM merge pass (see module docstring)."""
 
@@ -250,9 +284,9 @@ class GemmMergePass:
         users = [u for g in gemms for u in g.node.users]
         lo = max((order.get(n, -1) for n in inputs if isinstance(n, Node)), default=-1)
         hi = min((order.get(u, 1 << 60) for u in users), default=1 << 60)
-        if lo >= hi:
-            ctx.near_miss(anchor, NearMiss(self.name, WHAT, "an input of one GEMM is computed after another "
-                                           "GEMM's output is used: merging would reorder the graph", where))
+        if lo >= hi and not _hoist(inputs, gemms, hi, order):
+            ctx.near_miss(anchor, NearMiss(self.name, WHAT, "an input of one GEMM is computed from another "
+                                           "GEMM's output: merging would reorder the graph", where))
             return
         weights_val = [(_val(g.weight) if g.is_nk else _val(g.mat2).t()) for g in gemms]
         biases_val = [None if g.bias is None else _val(g.bias) for g in gemms]
