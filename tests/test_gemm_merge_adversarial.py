@@ -263,3 +263,11 @@ def test_weights_mutated_between_the_gemms():
     _same(out, ref, x)
     torch.testing.assert_close(mod.w, ref.w)
     torch.testing.assert_close(mod.u, ref.u)
+
+
+def test_unbounded_symbolic_m_near_miss_says_how_to_bound_it():
+    """Report text: an unbounded symbolic M names the fix (a bounded mark_dynamic)."""
+    w0, w1 = _w(8, H), _w(9, H)
+    _, seen = run(lambda x: (F.linear(x, w0), F.linear(x, w1)), torch.randn(4, H), dynamic=True)
+    (miss,) = seen[0].report.near_misses
+    assert "no finite upper bound" in miss.reason and "mark_dynamic(x, 0, min=1, max=32)" in miss.reason

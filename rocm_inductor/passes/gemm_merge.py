@@ -156,6 +156,17 @@ def _chunks(items: list, size: int) -> list[list]:
     return out
 
 
+def _not_a_bucket(d: Any) -> str:
+    """The near-miss text for M outside a decode bucket, with what would make it one."""
+    why = d.reason.replace(": tuned", "")
+    if why.startswith("override off"):
+        why = ("decode buckets off (aten_gemm_max_m=0, the level-2 GEMM override's limit, is also this pass's "
+               "small-M limit)")
+    elif d.m_upper is None:  # min=1 too: torch 2.13's mark_dynamic(x, 0, max=32) alone fails in Dynamo
+        why += " (bound it, e.g. torch._dynamo.mark_dynamic(x, 0, min=1, max=32))"
+    return f"not a decode bucket: {why}"
+
+
 def _hoist(inputs: list, gemms: list[_Gemm], hi: int, order: dict) -> bool:
     """Move the computation of the group's late inputs before the first use of any member's output.
 
@@ -223,7 +234,7 @@ class GemmMergePass:
             d = decide("mm", act.shape[0], ctx.options.aten_gemm_max_m, _var_ranges(act))
             for g, why in rest:
                 if not d.aten_only:
-                    why = f"not a decode bucket: {d.reason.replace(': tuned', '')}"
+                    why = _not_a_bucket(d)
                 ctx.near_miss(g.node.name, NearMiss(self.name, WHAT, why, location_of(g.node)))
         for gemms in groups.values():
             if len(gemms) < 2:
@@ -234,7 +245,7 @@ class GemmMergePass:
             d = decide("mm", act.shape[0], ctx.options.aten_gemm_max_m, _var_ranges(act))
             if not d.aten_only:
                 ctx.near_miss(anchor, NearMiss(self.name, WHAT, f"{len(gemms)} GEMMs of one activation, "
-                                               f"not a decode bucket: {d.reason.replace(': tuned', '')}", where))
+                                               + _not_a_bucket(d), where))
                 continue
             dt = act.dtype
             same = [g for g in gemms if all(t in (None, dt) for t in g.dtypes())]
