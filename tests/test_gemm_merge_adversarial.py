@@ -271,3 +271,36 @@ def test_unbounded_symbolic_m_near_miss_says_how_to_bound_it():
     _, seen = run(lambda x: (F.linear(x, w0), F.linear(x, w1)), torch.randn(4, H), dynamic=True)
     (miss,) = seen[0].report.near_misses
     assert "no finite upper bound" in miss.reason and "mark_dynamic(x, 0, min=1, max=32)" in miss.reason
+
+
+def test_a_dependent_member_is_left_and_the_others_merge():
+    """Bug (missed merge): v's weight reads q's output; the whole q/k/v group was a near-miss. Now v alone is
+    (its reason says so) and q/k merge."""
+    torch.manual_seed(0)
+    w = [_w(8, H) for _ in range(3)]
+
+    def fn(x):
+        q = F.linear(x, w[0])
+        return q, F.linear(x, w[1]), F.linear(x, w[2] * q.mean())
+
+    x = torch.randn(2, H)
+    out, seen = run(fn, x)
+    (c,) = seen
+    assert c.after[MERGED] == 1 and _gemms(c.after) == 1
+    assert c.report.matches[0].note.startswith("2 GEMMs merged")
+    (miss,) = c.report.near_misses
+    assert "computed from another GEMM's output" in miss.reason
+    _same(out, fn, x)
+
+
+def test_symbolic_k_and_n_are_named_in_the_report():
+    """Report text: under dynamic=True (K, N symbolic too) the match's shape and note said "None"."""
+    w0, w1 = _w(8, H), _w(9, H)
+
+    def fn(x):
+        torch._check(x.size(0) <= 32)
+        return F.linear(x, w0), F.linear(x, w1)
+
+    _, seen = run(fn, torch.randn(4, H), dynamic=True)
+    (m,) = seen[0].report.matches
+    assert "None" not in m.shape and "None" not in m.note

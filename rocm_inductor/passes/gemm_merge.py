@@ -18,7 +18,7 @@ Left alone, each reported as a near-miss with its reason:
 - GEMMs of one activation with M above the bucket limit or unbounded (prefill);
 - a GEMM of the group with another dtype (e.g. a float32 weight in a bf16 model);
 - GEMMs that read the same tensor through different views or slices (not one (M, K) activation);
-- a group where an input of one GEMM is computed from another member's output (merging would reorder);
+- a GEMM whose input is computed from another member's output (merging would reorder; the others merge);
 - what the provider refuses (e.g. a weight not contiguous along K for the Triton kernel);
 - a GEMM the op cannot express next to other GEMMs of its activation: ``addmm`` with beta/alpha != 1 or
   with a bias that is not (N,) (a (1,) or (M, N) bias broadcast by addmm);
@@ -167,6 +167,21 @@ def _not_a_bucket(d: Any) -> str:
     return f"not a decode bucket: {why}"
 
 
+def _reads(g: _Gemm, outputs: set, floor: int, order: dict) -> bool:
+    """Whether ``g``'s activation, weight or bias is computed from one of ``outputs`` (nodes at >= floor)."""
+    stack = [n for n in (g.act, g.weight, g.bias) if isinstance(n, Node)]
+    seen: set[Node] = set()
+    while stack:
+        n = stack.pop()
+        if n in outputs:
+            return True
+        if n in seen or order.get(n, -1) < floor:
+            continue
+        seen.add(n)
+        stack.extend(n.all_input_nodes)
+    return False
+
+
 def _hoist(inputs: list, gemms: list[_Gemm], hi: int, order: dict) -> bool:
     """Move the computation of the group's late inputs before the first use of any member's output.
 
@@ -296,14 +311,27 @@ class GemmMergePass:
         lo = max((order.get(n, -1) for n in inputs if isinstance(n, Node)), default=-1)
         hi = min((order.get(u, 1 << 60) for u in users), default=1 << 60)
         if lo >= hi and not _hoist(inputs, gemms, hi, order):
-            ctx.near_miss(anchor, NearMiss(self.name, WHAT, "an input of one GEMM is computed from another "
-                                           "GEMM's output: merging would reorder the graph", where))
+            outs = {g.node for g in gemms}
+            floor = min(order[g.node] for g in gemms)
+            late = [g for g in gemms if _reads(g, outs, floor, order)]
+            rest = [g for g in gemms if g not in late]
+            for g in late:
+                ctx.near_miss(g.node.name, NearMiss(self.name, WHAT, "an input of this GEMM is computed from "
+                                                    "another GEMM's output: merging would reorder the graph",
+                                                    location_of(g.node)))
+            if not late:
+                ctx.near_miss(anchor, NearMiss(self.name, WHAT, "an input of one GEMM is computed, after another "
+                                               "GEMM's output is used, by an op that cannot move earlier (side "
+                                               "effects or random numbers): merging would reorder the graph",
+                                               where))
+            if late and len(rest) >= 2:  # the GEMMs that do not depend on the others still merge
+                self._merge(graph, ctx, rest, order, decision)
             return
         weights_val = [(_val(g.weight) if g.is_nk else _val(g.mat2).t()) for g in gemms]
         biases_val = [None if g.bias is None else _val(g.bias) for g in gemms]
         spec = merged_gemm_spec(_val(x), weights_val, biases_val, decision.m_upper)
         choice = ctx.choose("merged_gemm", spec)
-        ns = "/".join(str(n) for n in spec["ns"])
+        ns = "/".join(str(w.shape[0]) for w in weights_val)  # symbolic N as its expression, not None
         if choice.provider is None:
             ctx.near_miss(anchor, NearMiss(self.name, WHAT, f"{len(gemms)} GEMMs (N {ns}): {choice.why_not}",
                                            where))
@@ -340,7 +368,7 @@ class GemmMergePass:
         order.clear()  # the graph changed: positions for the next group
         order.update((n, i) for i, n in enumerate(graph.nodes))
         m = f"M={decision.m}" + ("" if decision.m == str(decision.m_upper) else f" (<= {decision.m_upper})")
-        shape = f"{decision.m}x{spec['k']}->{ns}"
+        shape = f"{decision.m}x{_val(x).shape[1]}->{ns}"
         ctx.matched(anchor, MatchRecord(
             self.name, "merged_gemm", choice.provider, shape, dtype_name(_val(x)), where,
             note=f"{len(gemms)} GEMMs merged, N {ns}, bucket {m}"
