@@ -18,8 +18,15 @@ Left alone, each reported as a near-miss with its reason:
 - GEMMs of one activation with M above the bucket limit or unbounded (prefill);
 - a GEMM of the group with another dtype (e.g. a float32 weight in a bf16 model);
 - GEMMs that read the same tensor through different views or slices (not one (M, K) activation);
-- a group whose inputs are computed after another member's output is used (merging would reorder);
-- what the provider refuses (e.g. a weight not contiguous along K for the Triton kernel).
+- a GEMM whose input is computed from another member's output (merging would reorder; the others merge);
+- what the provider refuses (e.g. a weight not contiguous along K for the Triton kernel);
+- a GEMM the op cannot express next to other GEMMs of its activation: ``addmm`` with beta/alpha != 1 or
+  with a bias that is not (N,) (a (1,) or (M, N) bias broadcast by addmm);
+- GEMMs of one activation of a dtype the op does not take (float64, integers).
+A GEMM whose activation, weight or bias is the output of a GEMM merged before it reads that merge's output.
+Inputs computed late (a weight cast or built inside each ``Linear.forward``: ``self.weight.to(x.dtype)``,
+autocast, a LoRA-merged ``w + a @ b``, placed after the previous projection's output is already used) are
+moved before that first use when they read no member's output (:func:`_hoist`); otherwise: near-miss.
 Left alone silently: a single GEMM of its activation (gpt-fast's already fused ``wqkv``: nothing to merge),
 ``bmm``/``baddbmm`` (attention), scaled/int8 GEMMs, training graphs' GEMMs whose inputs are also saved
 (merging them is still exact, but the pass targets inference and does not look at them differently).
@@ -44,6 +51,7 @@ from typing import Any
 
 import torch
 from torch.fx import Graph, Node
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..ops.gemm_merge import DTYPES, MAX_WEIGHTS, merged_gemm_spec
 from ..report import Match as MatchRecord
@@ -56,9 +64,11 @@ aten = torch.ops.aten
 #: Reshapes through which the shared activation is found (same values, same element order).
 RESHAPES = frozenset({aten.view.default, aten.reshape.default, aten._unsafe_view.default})
 #: Views/slices/casts through which "the same tensor read differently" is found (near-miss reporting only).
+#: Not transposes: a GEMM of a transposed tensor is no projection of it (a training backward's weight
+#: gradient ``permute(grad) @ x`` next to ``grad @ w``), and reporting every such pair would be noise.
 VIEWS = RESHAPES | frozenset({
     torch.ops.prims.convert_element_type.default, aten._to_copy.default, aten.slice.Tensor, aten.select.int,
-    aten.permute.default, aten.t.default, aten.transpose.int, aten.clone.default, aten.alias.default,
+    aten.clone.default, aten.alias.default,
     aten.expand.default, aten.squeeze.dim, aten.unsqueeze.default, aten.narrow.default})
 WHAT = "GEMMs of one activation"
 
@@ -101,19 +111,26 @@ class _Gemm:
         self.key = (_through(self.act, RESHAPES), tuple(str(s) for s in v.shape)) if v is not None else None
         self.root = _through(self.act, VIEWS)
 
-    def ok(self) -> bool:
-        """Shapes the op can express: 2-D activation, 1-D bias of N (or none), default beta/alpha."""
+    def why_not(self) -> str | None:
+        """None if the op can express this GEMM (2-D activation, (N,) bias or none, default beta/alpha),
+        else the reason in plain words (for the near-miss when other GEMMs read the same activation)."""
         node = self.node
-        if any(node.kwargs.get(k, 1) != 1 for k in ("beta", "alpha")):
-            return False
+        scaled = {k: node.kwargs[k] for k in ("beta", "alpha") if node.kwargs.get(k, 1) != 1}
+        if scaled:
+            return ("addmm with " + ", ".join(f"{k}={v}" for k, v in scaled.items())
+                    + ": merged_gemm computes x @ w.T + bias (beta = alpha = 1)")
         a, m2 = _val(self.act), _val(self.mat2)
         if not (isinstance(a, torch.Tensor) and isinstance(m2, torch.Tensor) and a.ndim == 2 and m2.ndim == 2):
-            return False
+            return "not a 2-D (M, K) x (K, N) product"
         if self.bias is not None:
             b = _val(self.bias)
-            if not isinstance(b, torch.Tensor) or b.ndim != 1:
-                return False
-        return isinstance(_val(node), torch.Tensor)
+            if not (isinstance(b, torch.Tensor) and b.ndim == 1 and statically_known_true(b.shape[0] == m2.shape[1])):
+                shape = tuple(b.shape) if isinstance(b, torch.Tensor) else b
+                return (f"addmm bias of shape {shape} broadcast to (M, N={m2.shape[1]}): merged_gemm takes a "
+                        f"bias of shape (N,)")
+        if not isinstance(_val(node), torch.Tensor):
+            return "no tensor output"
+        return None
 
     def dtypes(self) -> tuple:
         return (_val(self.act).dtype, _val(self.mat2).dtype,
@@ -141,6 +158,63 @@ def _chunks(items: list, size: int) -> list[list]:
     return out
 
 
+def _not_a_bucket(d: Any) -> str:
+    """The near-miss text for M outside a decode bucket, with what would make it one."""
+    why = d.reason.replace(": tuned", "")
+    if why.startswith("override off"):
+        why = ("decode buckets off (aten_gemm_max_m=0, the level-2 GEMM override's limit, is also this pass's "
+               "small-M limit)")
+    elif d.m_upper is None:  # min=1 too: torch 2.13's mark_dynamic(x, 0, max=32) alone fails in Dynamo
+        why += " (bound it, e.g. torch._dynamo.mark_dynamic(x, 0, min=1, max=32))"
+    return f"not a decode bucket: {why}"
+
+
+def _reads(g: _Gemm, outputs: set, floor: int, order: dict) -> bool:
+    """Whether ``g``'s activation, weight or bias is computed from one of ``outputs`` (nodes at >= floor)."""
+    stack = [n for n in (g.act, g.weight, g.bias) if isinstance(n, Node)]
+    seen: set[Node] = set()
+    while stack:
+        n = stack.pop()
+        if n in outputs:
+            return True
+        if n in seen or order.get(n, -1) < floor:
+            continue
+        seen.add(n)
+        stack.extend(n.all_input_nodes)
+    return False
+
+
+def _hoist(inputs: list, gemms: list[_Gemm], hi: int, order: dict) -> bool:
+    """Move the computation of the group's late inputs before the first use of any member's output.
+
+    A weight cast or built inside each ``Linear.forward`` (``F.linear(x, self.weight.to(x.dtype))``, autocast,
+    a LoRA-merged ``w + a @ b``) is computed after the previous projection's output is already used (HF views
+    q before k_proj runs). Those nodes (every ancestor of an input placed at or after position ``hi``) move,
+    in their order, just before the node at ``hi``, if none of them is a member GEMM, reads a member's output
+    (a real dependency), has side effects or draws random numbers. Returns whether it moved them; ``order``
+    is refreshed when it did.
+    """
+    first_use = next(n for n, i in order.items() if i == hi)
+    members = {g.node for g in gemms}
+    outputs_read = {u for g in gemms for u in g.node.users}
+    late: set[Node] = set()
+    stack = [n for n in inputs if isinstance(n, Node) and order.get(n, -1) >= hi]
+    while stack:
+        n = stack.pop()
+        if n in late:
+            continue
+        if (n in members or n in outputs_read or n.op != "call_function" or n.is_impure()
+                or torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ())):
+            return False
+        late.add(n)
+        stack.extend(a for a in n.all_input_nodes if order.get(a, -1) >= hi)
+    for n in sorted(late, key=order.__getitem__):
+        first_use.prepend(n)
+    order.clear()
+    order.update((n, i) for i, n in enumerate(first_use.graph.nodes))
+    return True
+
+
 class GemmMergePass:
     """The decode GEMM merge pass (see module docstring)."""
 
@@ -156,15 +230,29 @@ class GemmMergePass:
         order = {n: i for i, n in enumerate(graph.nodes)}
         groups: dict[Any, list[_Gemm]] = {}
         by_root: dict[Any, list[_Gemm]] = {}
+        refused: dict[Any, list[tuple[_Gemm, str]]] = {}
         for node in graph.nodes:
             if node.op != "call_function" or node.target not in (aten.mm.default, aten.addmm.default):
                 continue
             g = _Gemm(node)
-            if g.key is None or not g.ok():
+            if g.key is None:
+                continue
+            why = g.why_not()
+            if why is not None:
+                refused.setdefault(g.key, []).append((g, why))
                 continue
             groups.setdefault(g.key, []).append(g)
             by_root.setdefault(g.root, []).append(g)
         self._report_other_views(groups, by_root, ctx)
+        for key, rest in refused.items():  # GEMMs of a shared activation the op cannot express: not silent
+            if len(rest) + len(groups.get(key, ())) < 2:
+                continue
+            act = _val(rest[0][0].act)
+            d = decide("mm", act.shape[0], ctx.options.aten_gemm_max_m, _var_ranges(act))
+            for g, why in rest:
+                if not d.aten_only:
+                    why = _not_a_bucket(d)
+                ctx.near_miss(g.node.name, NearMiss(self.name, WHAT, why, location_of(g.node)))
         for gemms in groups.values():
             if len(gemms) < 2:
                 continue
@@ -174,7 +262,7 @@ class GemmMergePass:
             d = decide("mm", act.shape[0], ctx.options.aten_gemm_max_m, _var_ranges(act))
             if not d.aten_only:
                 ctx.near_miss(anchor, NearMiss(self.name, WHAT, f"{len(gemms)} GEMMs of one activation, "
-                                               f"not a decode bucket: {d.reason.replace(': tuned', '')}", where))
+                                               + _not_a_bucket(d), where))
                 continue
             dt = act.dtype
             same = [g for g in gemms if all(t in (None, dt) for t in g.dtypes())]
@@ -184,7 +272,11 @@ class GemmMergePass:
                     ctx.near_miss(g.node.name, NearMiss(self.name, WHAT, f"different dtypes: activation {a}, "
                                                         f"weight {w}, bias {b}, out {o} (the group is {a})",
                                                         location_of(g.node)))
-            if dt not in DTYPES or len(same) < 2:
+            if dt not in DTYPES:
+                ctx.near_miss(anchor, NearMiss(self.name, WHAT, f"{len(gemms)} GEMMs of one {dtype_name(act)} "
+                                               "activation: merged_gemm takes float16/bfloat16/float32", where))
+                continue
+            if len(same) < 2:
                 continue
             for chunk in _chunks(same, MAX_WEIGHTS):
                 if len(chunk) >= 2:
@@ -210,6 +302,9 @@ class GemmMergePass:
                 ctx.near_miss(g.node.name, NearMiss(self.name, WHAT, why, location_of(g.node)), overwrite=False)
 
     def _merge(self, graph: Graph, ctx: PassContext, gemms: list[_Gemm], order: dict, decision: Any) -> None:
+        # Re-read each GEMM from its (still live) node: an earlier merge may have replaced its activation,
+        # weight or bias (the output of a GEMM merged before, now a getitem) and erased the node it read.
+        gemms = [_Gemm(g.node) for g in gemms]
         first = gemms[0]
         where, anchor = location_of(first.node), first.node.name
         x = first.act
@@ -217,15 +312,28 @@ class GemmMergePass:
         users = [u for g in gemms for u in g.node.users]
         lo = max((order.get(n, -1) for n in inputs if isinstance(n, Node)), default=-1)
         hi = min((order.get(u, 1 << 60) for u in users), default=1 << 60)
-        if lo >= hi:
-            ctx.near_miss(anchor, NearMiss(self.name, WHAT, "an input of one GEMM is computed after another "
-                                           "GEMM's output is used: merging would reorder the graph", where))
+        if lo >= hi and not _hoist(inputs, gemms, hi, order):
+            outs = {g.node for g in gemms}
+            floor = min(order[g.node] for g in gemms)
+            late = [g for g in gemms if _reads(g, outs, floor, order)]
+            rest = [g for g in gemms if g not in late]
+            for g in late:
+                ctx.near_miss(g.node.name, NearMiss(self.name, WHAT, "an input of this GEMM is computed from "
+                                                    "another GEMM's output: merging would reorder the graph",
+                                                    location_of(g.node)))
+            if not late:
+                ctx.near_miss(anchor, NearMiss(self.name, WHAT, "an input of one GEMM is computed, after another "
+                                               "GEMM's output is used, by an op that cannot move earlier (side "
+                                               "effects or random numbers): merging would reorder the graph",
+                                               where))
+            if late and len(rest) >= 2:  # the GEMMs that do not depend on the others still merge
+                self._merge(graph, ctx, rest, order, decision)
             return
         weights_val = [(_val(g.weight) if g.is_nk else _val(g.mat2).t()) for g in gemms]
         biases_val = [None if g.bias is None else _val(g.bias) for g in gemms]
         spec = merged_gemm_spec(_val(x), weights_val, biases_val, decision.m_upper)
         choice = ctx.choose("merged_gemm", spec)
-        ns = "/".join(str(n) for n in spec["ns"])
+        ns = "/".join(str(w.shape[0]) for w in weights_val)  # symbolic N as its expression, not None
         if choice.provider is None:
             ctx.near_miss(anchor, NearMiss(self.name, WHAT, f"{len(gemms)} GEMMs (N {ns}): {choice.why_not}",
                                            where))
@@ -262,7 +370,7 @@ class GemmMergePass:
         order.clear()  # the graph changed: positions for the next group
         order.update((n, i) for i, n in enumerate(graph.nodes))
         m = f"M={decision.m}" + ("" if decision.m == str(decision.m_upper) else f" (<= {decision.m_upper})")
-        shape = f"{decision.m}x{spec['k']}->{ns}"
+        shape = f"{decision.m}x{_val(x).shape[1]}->{ns}"
         ctx.matched(anchor, MatchRecord(
             self.name, "merged_gemm", choice.provider, shape, dtype_name(_val(x)), where,
             note=f"{len(gemms)} GEMMs merged, N {ns}, bucket {m}"
