@@ -182,8 +182,9 @@ def test_measured_table_picks_and_refuses(tmp_path, monkeypatch):
     assert "slower than separate cuBLAS" in gm.measured_loss({**base, "m": 7, "m_upper": 7}, dev)
     assert gm.measured_loss({**base, "m": None, "m_upper": 4}, dev) is None
     assert "M=8" in gm.measured_loss({**base, "m": None, "m_upper": 8}, dev)
-    assert "not measured on FakeGPU" in gm.measured_loss({**base, "ns": (64, 16)}, dev)
-    assert gm.measured_loss({**base, "ns": (64, 16)}, "OtherGPU") is None  # a GPU absent from the table
+    assert "shape not measured" in gm.measured_loss({**base, "ns": (64, 16)}, dev)
+    assert "GPU not measured" in gm.measured_loss(base, "OtherGPU")  # a GPU absent from the table
+    assert gm.measured_loss(base, None) is None  # CPU / interpreter
     monkeypatch.setenv("ROCM_FUSED_GEMM_UNMEASURED", "1")
     assert gm.measured_loss({**base, "ns": (64, 16)}, dev) is None
 

@@ -298,8 +298,9 @@ def measured_loss(spec: dict[str, Any], device: str | None = None) -> str | None
 
     Static M: the entry of the smallest measured M >= m; symbolic M: every entry up to the bucket covering
     ``m_upper`` (a bucket is taken only if ours wins at every M it may run). On a GPU the table has entries
-    for, a shape it has none for is refused too ("not measured"), unless ``ROCM_FUSED_GEMM_UNMEASURED=1``
-    (then the first call tunes it); GPUs absent from the table (and CPU) refuse nothing.
+    for, a shape it has none for is refused too ("not measured"), and so is every shape on a GPU the table
+    has no entry for (the pass's default is on for CUDA only where it measured faster), unless
+    ``ROCM_FUSED_GEMM_UNMEASURED=1`` (then the first call tunes it). CPU / the interpreter refuse nothing.
     """
     k, ns, dt = spec.get("k"), spec.get("ns"), spec.get("dtype")
     if k is None or ns is None or None in ns:
@@ -307,9 +308,9 @@ def measured_loss(spec: dict[str, Any], device: str | None = None) -> str | None
     device = device or _device_name()
     entries = table_entries(k, tuple(ns), dt, device)
     if not entries:
-        if (device is not None and any(e.get("device") == device for e in load_table())
-                and os.environ.get("ROCM_FUSED_GEMM_UNMEASURED", "0") != "1"):
-            return (f"shape K={k} N={'/'.join(map(str, ns))} not measured on {device} (run "
+        if device is not None and os.environ.get("ROCM_FUSED_GEMM_UNMEASURED", "0") != "1":
+            what = "shape" if any(e.get("device") == device for e in load_table()) else "GPU"
+            return (f"{what} not measured: K={k} N={'/'.join(map(str, ns))} on {device} (run "
                     "benchmarks/sweep_decode_gemm.py, or set ROCM_FUSED_GEMM_UNMEASURED=1)")
         return None
     m = spec.get("m")
