@@ -117,6 +117,9 @@ NUM_WARPS2 = 16
 INTERP_GROUP = 8
 #: Tests turn this off to compare the two paths.
 FAST_TOPK = True
+#: No top-k (top-p and/or min-p): launch 1 draws the whole-row Gumbel winner, kept rows skip the rest
+#: (``_step_kernel``'s ``WIN``). Tests turn this off to compare with the plain search.
+WINNER = True
 #: Tests only: force this chunk width (a power of two) to exercise the split path under the interpreter.
 FORCE_CHUNK: int | None = None
 _KEY_MIN = tl.constexpr(-(2**31))  # a constexpr: compiled Triton reads no plain globals
@@ -204,6 +207,61 @@ def _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS: tl.const
 
 
 @triton.jit
+def _row_top_p(P_PTR, rows, rmask, p_val, omp_val, P_ROWS: tl.constexpr, ROWS: tl.constexpr):
+    """(ROWS,) float32 ``p`` (clamped into [1e-30, 1 - 2^-24], 0 and 1 kept) and ``1 - p`` (a tensor wins over
+    the scalars). A per-row float64 ``p`` gives ``1 - p`` rounded once to float32, as HF's threshold for a
+    float32 top_p (exact difference, one rounding) and for dynamic=True's 0-d float64 one."""
+    if P_ROWS:
+        p64 = tl.load(P_PTR + rows, mask=rmask, other=1.0).to(tl.float64)
+        omp = (1.0 - p64).to(tl.float32)
+        p = tl.where(p64 < 1.0, tl.minimum(p64.to(tl.float32), 0.99999994), 1.0)
+        p = tl.where(p64 > 0.0, tl.maximum(p, 1e-30), 0.0)
+    else:
+        p = tl.zeros([ROWS], dtype=tl.float32) + p_val
+        omp = tl.zeros([ROWS], dtype=tl.float32) + omp_val  # 1 - p rounded once, as HF's threshold
+    return p, omp
+
+
+@triton.jit
+def _row_min_p(MINP_PTR, rows, rmask, minp_val, MINP_ROWS: tl.constexpr, ROWS: tl.constexpr):
+    """(ROWS,) float32 min-p (a tensor wins over the scalar); HF drops ``probs < min_p * max``: NaN drops
+    nothing, and its top token survives any min_p (min_p > 1 -> 1 keeps the maxima)."""
+    if MINP_ROWS:
+        mp = tl.load(MINP_PTR + rows, mask=rmask, other=0.0).to(tl.float32)
+    else:
+        mp = tl.zeros([ROWS], dtype=tl.float32) + minp_val
+    return tl.where(mp > 1.0, 1.0, mp)
+
+
+@triton.jit
+def _noise(seed, cols, rows, ROWS: tl.constexpr, W: tl.constexpr):
+    """(ROWS, W) Gumbel noise ``-log(-log(u))``, u = Philox(seed; counter (column, row)), as every draw."""
+    c2 = (cols + tl.zeros([ROWS, W], dtype=tl.int32)).to(tl.uint32)
+    r2 = (rows[:, None] + tl.zeros([ROWS, W], dtype=tl.int64)).to(tl.uint32)
+    r0, _r1, _r2, _r3 = tl.random.philox(seed, c2, r2, c2 * 0, c2 * 0)
+    u = tl.random.uint_to_uniform_float(r0)
+    return -tl.log(-tl.log(u))
+
+
+@triton.jit
+def _winner_key(X, stride_x, BAN, stride_ban, GV, GI, rows, rmask, t_safe, m_safe, greedy, mp, NCH,
+                NCHB: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr):
+    """(ROWS,) int64 key of the row's whole-row Gumbel winner (launch 1's per-chunk ``GV``/``GI``, the best
+    chunk, the first among equals, as the pick), or ``_KEY_MIN - 1`` (never accepted) where min-p drops the
+    winner or the row is greedy."""
+    cc = tl.arange(0, NCHB)
+    msk = rmask[:, None] & (cc < NCH)[None, :]
+    gv = tl.load(GV + rows[:, None] * NCH + cc[None, :], mask=msk, other=float("-inf"))
+    c = tl.argmax(gv, axis=1).to(tl.int64)
+    w = tl.load(GI + rows * NCH + c, mask=rmask, other=0)
+    yw = _load_at(X, rows * stride_x + w, BAN, rows * stride_ban + w, rmask, IS_PROBS, HAS_BAN) / t_safe
+    ok = rmask & (~greedy)
+    if USE_MINP:
+        ok = ok & ~(tl.exp(yw - m_safe) < mp)
+    return tl.where(ok, _key(yw).to(tl.int64), _KEY_MIN - 1)
+
+
+@triton.jit
 def _pivots(lo, hi, NP: tl.constexpr):
     """(ROWS, NP) int32 pivots strictly inside (lo, hi) whenever hi - lo >= 2 (lo/hi int64 (ROWS,))."""
     j = tl.arange(0, NP).to(tl.int64) + 1
@@ -228,14 +286,14 @@ def _count_ge(kk, m2, piv):
     row still searching are > -2^31, so out-of-range columns are given that key (one 2D select, not a 3D
     mask)."""
     kk = tl.where(m2, kk, _KEY_MIN)
-    return tl.sum((kk[:, :, None] >= piv[:, None, :]).to(tl.int32), axis=1)
+    return tl.sum((kk[:, None, :] >= piv[:, :, None]).to(tl.int32), axis=2)
 
 
 @triton.jit
 def _mass_below(kk, e, piv):
     """(ROWS, NP) float32: per pivot, the sum of ``e`` over keys strictly below it."""
-    below = kk[:, :, None] < piv[:, None, :]
-    return tl.sum(tl.where(below, e[:, :, None], 0.0), axis=1)
+    below = kk[:, None, :] < piv[:, :, None]
+    return tl.sum(tl.where(below, e[:, None, :], 0.0), axis=2)
 
 
 @triton.jit
@@ -281,9 +339,14 @@ def _step_kernel(
     IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr, TOP_K_FIRST: tl.constexpr,
     PREV: tl.constexpr, CUR: tl.constexpr,
     CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, NP: tl.constexpr,
-    NCHB: tl.constexpr, CB: tl.constexpr,
+    NCHB: tl.constexpr, CB: tl.constexpr, WIN: tl.constexpr,
 ):
     """One launch of the sampler, program (row block, chunk); see the module docstring.
+
+    ``WIN`` (no top-k; top-p and/or min-p): launch 1 also writes each chunk's whole-row Gumbel-max to
+    ``GV``/``GI``; the first top-p pass puts one pivot at the winner's key + 1, so the next launch knows
+    whether the winner is kept; kept rows freeze their interval (later passes skip their chunk) and the draw
+    keeps launch 1's winner (the argmax over any kept set that holds the whole-row argmax is that argmax).
 
     ``PREV``: what the previous launch left (0: row maxima only, 1: a top-k pass, 2: a top-p pass).
     ``CUR``: what this launch does (0: maxima (+ top-k pass 1), 1: a top-k pass, 2: a top-p pass, 3: draw).
@@ -321,13 +384,29 @@ def _step_kernel(
             hi = tl.full([ROWS], _KEY_END, tl.int64)
             piv = _pivots(lo, hi, NP)
             cnt = tl.zeros([ROWS, NP], dtype=tl.int32)
+        if WIN:
+            seed = tl.load(SEED).to(tl.int64)
+            best = tl.full([ROWS], float("-inf"), tl.float32)
+            best_i = tl.zeros([ROWS], dtype=tl.int64) + col0
         for c0 in range(0, CHUNK, BLOCK):
             x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, col0 + c0 + ar, V, IS_PROBS, HAS_BAN)
             y = x / t_safe[:, None]
             m = tl.maximum(m, tl.max(y, axis=1))
             if USE_K:
                 cnt += _count_ge(_key(y), m2, piv)
+            if WIN:
+                cols = col0 + c0 + ar
+                score = tl.where(greedy_t[:, None], x, y + _noise(seed, cols[None, :], rows, ROWS, BLOCK))
+                score = tl.where(m2, score, float("-inf"))
+                blk_best = tl.max(score, axis=1)
+                blk_i = tl.argmax(score, axis=1).to(tl.int64) + col0 + c0
+                better = blk_best > best
+                best_i = tl.where(better, blk_i, best_i)
+                best = tl.where(better, blk_best, best)
         tl.store(PMAX + rows * NCH + chunk, m, mask=rmask)
+        if WIN:
+            tl.store(GV + rows * NCH + chunk, best, mask=rmask)
+            tl.store(GI + rows * NCH + chunk, best_i, mask=rmask)
         if USE_K:
             jn = tl.arange(0, NP)
             tl.store(CNT + ((par_out * B + rows[:, None]) * NCH + chunk) * NP + jn[None, :], cnt,
@@ -341,17 +420,14 @@ def _step_kernel(
         m_safe = tl.where(greedy, 0.0, m)
         key_max = _key(m_safe).to(tl.int64)
         if USE_P:
-            if P_ROWS:
-                # float64: 1 - p rounded once to float32, as HF's threshold for a float32 top_p (exact
-                # difference, one rounding) and for dynamic=True's 0-d float64 one
-                p64 = tl.load(P_PTR + rows, mask=rmask, other=1.0).to(tl.float64)
-                omp = (1.0 - p64).to(tl.float32)
-                p = tl.where(p64 < 1.0, tl.minimum(p64.to(tl.float32), 0.99999994), 1.0)
-                p = tl.where(p64 > 0.0, tl.maximum(p, 1e-30), 0.0)
-            else:
-                p = tl.zeros([ROWS], dtype=tl.float32) + p_val
-                omp = tl.zeros([ROWS], dtype=tl.float32) + omp_val  # 1 - p rounded once, as HF's threshold
+            p, omp = _row_top_p(P_PTR, rows, rmask, p_val, omp_val, P_ROWS, ROWS)
             p_on = (p < 1.0) & (~greedy)
+        mp = tl.zeros([ROWS], dtype=tl.float32)
+        if USE_MINP:
+            mp = _row_min_p(MINP_PTR, rows, rmask, minp_val, MINP_ROWS, ROWS)
+        if WIN:
+            wk = _winner_key(X, stride_x, BAN, stride_ban, GV, GI, rows, rmask, t_safe, m_safe, greedy, mp, NCH,
+                             NCHB, USE_MINP, IS_PROBS, HAS_BAN)
 
         # Finish the previous pass: the interval it searched, narrowed by the chunk-summed partials.
         tk = tl.full([ROWS], _KEY_MIN, tl.int64)
@@ -369,9 +445,14 @@ def _step_kernel(
             lo = tl.load(st_in + rows, mask=rmask, other=_KEY_MIN)
             hi = tl.load(st_in + B + rows, mask=rmask, other=_KEY_MIN + 1)
             piv = _pivots(lo, hi, NP)
+            if WIN:
+                piv = _winner_pivot(piv, lo, hi, wk, NP)
             mass = _reduce_parts(MASS, par_in, rows, rmask, B, NCH, ROWS, NP, NCHB, CB, False)
             thr = omp * _reduce_chunks(ZP, rows, rmask, NCH, NCHB, False)
             lo, hi = _narrow(lo, hi, piv, mass <= thr[:, None])
+            if WIN:
+                # winner kept (t <= its key): nothing more to search for this row
+                lo = tl.where(hi <= wk + 1, hi - 1, lo)
             tk = tl.load(TK + rows, mask=rmask, other=_KEY_MIN)
 
         if CUR == 1 or CUR == 2:
@@ -392,7 +473,13 @@ def _step_kernel(
             tl.store(st_out + rows, lo, mask=lead)
             tl.store(st_out + B + rows, hi, mask=lead)
             piv = _pivots(lo, hi, NP)
-            for c0 in range(0, CHUNK, BLOCK):
+            if CUR == 2 and WIN:
+                piv = _winner_pivot(piv, lo, hi, wk, NP)
+            # a top-p pass after the first skips the chunk when none of its rows is still searching
+            n_run = CHUNK
+            if CUR == 2 and PREV == 2:
+                n_run = CHUNK * (tl.max((rmask & ((hi - lo) > 1)).to(tl.int32), axis=0) > 0).to(tl.int32)
+            for c0 in range(0, n_run, BLOCK):
                 x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, col0 + c0 + ar, V, IS_PROBS, HAS_BAN)
                 y = x / t_safe[:, None]
                 kk = _key(y)
@@ -419,18 +506,17 @@ def _step_kernel(
                 # p <= 0: only the largest token(s) survive.
                 tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
             keep_from = tl.maximum(tk, tp)
-            if USE_MINP:
-                if MINP_ROWS:
-                    mp = tl.load(MINP_PTR + rows, mask=rmask, other=0.0).to(tl.float32)
-                else:
-                    mp = tl.zeros([ROWS], dtype=tl.float32) + minp_val
-                # HF drops ``probs < min_p * max``: NaN drops nothing, and its top token survives any min_p
-                # (min_p > 1 -> 1 keeps the maxima)
-                mp = tl.where(mp > 1.0, 1.0, mp)
+            # WIN: rows whose launch-1 winner is kept (or greedy: launch 1 took their argmax) keep GV/GI
+            won = rows < 0
+            if WIN:
+                won = greedy | (wk >= _KEY_MIN)
+                if PREV == 2:
+                    won = greedy | tl.where(p_on & (p <= 0.0), wk >= key_max, hi <= wk + 1)
             seed = tl.load(SEED).to(tl.int64)
             best = tl.full([ROWS], float("-inf"), tl.float32)
             best_i = tl.zeros([ROWS], dtype=tl.int64) + col0
-            for c0 in range(0, CHUNK, BLOCK):
+            todo = tl.max((rmask & ~won).to(tl.int32), axis=0) > 0
+            for c0 in range(0, CHUNK * todo.to(tl.int32), BLOCK):
                 cols = col0 + c0 + ar
                 x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
                 y = x / t_safe[:, None]
@@ -450,8 +536,19 @@ def _step_kernel(
                 better = blk_best > best
                 best_i = tl.where(better, blk_i, best_i)
                 best = tl.where(better, blk_best, best)
-            tl.store(GV + rows * NCH + chunk, best, mask=rmask)
-            tl.store(GI + rows * NCH + chunk, best_i, mask=rmask)
+            tl.store(GV + rows * NCH + chunk, best, mask=rmask & ~won)
+            tl.store(GI + rows * NCH + chunk, best_i, mask=rmask & ~won)
+
+
+@triton.jit
+def _winner_pivot(piv, lo, hi, wk, NP: tl.constexpr):
+    """Pivots with the last replaced by the winner's key + 1 where that lies strictly inside (lo, hi) (only
+    in the first top-p pass: afterwards the interval lies on one side of it). The narrowing needs no sorted
+    pivots: the computed mass below a pivot is monotone in the pivot."""
+    w1 = wk + 1
+    inside = (w1 > lo) & (w1 < hi)
+    last = (tl.arange(0, NP) == NP - 1)[None, :]
+    return tl.where(last & inside[:, None], w1.to(tl.int32)[:, None], piv)
 
 
 @triton.jit
@@ -745,14 +842,7 @@ def _topk_draw_kernel(
     omp = tl.zeros([ROWS], dtype=tl.float32)
     p_on = p < 0.0
     if USE_P:
-        if P_ROWS:
-            p64 = tl.load(P_PTR + rows, mask=rmask, other=1.0).to(tl.float64)
-            omp = (1.0 - p64).to(tl.float32)
-            p = tl.where(p64 < 1.0, tl.minimum(p64.to(tl.float32), 0.99999994), 1.0)
-            p = tl.where(p64 > 0.0, tl.maximum(p, 1e-30), 0.0)
-        else:
-            p = tl.zeros([ROWS], dtype=tl.float32) + p_val
-            omp = tl.zeros([ROWS], dtype=tl.float32) + omp_val
+        p, omp = _row_top_p(P_PTR, rows, rmask, p_val, omp_val, P_ROWS, ROWS)
         p_on = (p < 1.0) & (~greedy)
         e = tl.where(valid & (kk.to(tl.int64) >= tk[:, None]), tl.exp(y - m_safe[:, None]), 0.0)
         thr = omp * tl.sum(e, axis=1)
@@ -768,11 +858,7 @@ def _topk_draw_kernel(
     keep_from = tl.maximum(tk, tp)
     mp = tl.zeros([ROWS], dtype=tl.float32)
     if USE_MINP:
-        if MINP_ROWS:
-            mp = tl.load(MINP_PTR + rows, mask=rmask, other=0.0).to(tl.float32)
-        else:
-            mp = tl.zeros([ROWS], dtype=tl.float32) + minp_val
-        mp = tl.where(mp > 1.0, 1.0, mp)
+        mp = _row_min_p(MINP_PTR, rows, rmask, minp_val, MINP_ROWS, ROWS)
     seed = tl.load(SEED).to(tl.int64)
     _best, best_i = _gumbel_best(y, cols, valid, kk.to(tl.int64) >= keep_from[:, None], rows, m_safe, mp, seed, V,
                                  USE_MINP, ROWS, CT)
@@ -871,6 +957,7 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     tk = torch.empty(b, dtype=torch.int64, device=dev) if use_p else out
     gv = torch.empty(b, nch, **f32)
     gi = torch.empty(b, nch, dtype=torch.int64, device=dev) if nch > 1 else out
+    win = WINNER and not use_k and (use_p or use_minp)
     dummy = out
     grid = (triton.cdiv(b, rows), nch)
     args = (x, x.stride(0), dummy if ban_t is None else ban_t, ban_stride, seed.reshape(-1),
@@ -879,7 +966,7 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     kw = dict(T_ROWS=ts is not None, K_ROWS=ks is not None, P_ROWS=ps is not None, MINP_ROWS=mps is not None,
               USE_K=use_k, USE_P=use_p, USE_MINP=use_minp, IS_PROBS=is_probs, HAS_BAN=ban_t is not None,
               TOP_K_FIRST=top_k_first, CHUNK=cfg["CHUNK"], BLOCK=cfg["BLOCK"], ROWS=rows, NP=npiv,
-              NCHB=cfg["NCHB"], CB=cfg["CB"], num_warps=cfg["num_warps"])
+              NCHB=cfg["NCHB"], CB=cfg["CB"], WIN=win, num_warps=cfg["num_warps"])
 
     def launch(step: int, prev: int, cur: int) -> None:
         _step_kernel[grid](*args, step, *scalars, PREV=prev, CUR=cur, **kw)
