@@ -37,7 +37,7 @@ def both(monkeypatch, x, chunk=None, **kw):
     return a, b
 
 
-@pytest.mark.parametrize("chunk", [None, 128])
+@pytest.mark.parametrize("chunk", [None, pytest.param(128, marks=pytest.mark.slow)])
 def test_winner_draws_the_searchs_tokens(chunk, monkeypatch):
     """Top-p only, min-p only, both, per-row p (0 and 1 included) and T (0: greedy), bf16 ties, a ban, bad rows;
     one chunk per row and rows split into 128-column chunks (a partial last chunk)."""
@@ -67,6 +67,22 @@ def test_winner_rejected_rows_and_batch_0(monkeypatch):
         a, ref = both(monkeypatch, x, seed=seed, top_p=0.3)
         assert torch.equal(a, ref)
     assert draw(X[:0], top_p=0.9).shape == (0,)
+
+
+@pytest.mark.slow
+def test_accumulated_passes_draw_the_same_tokens(monkeypatch):
+    """``ACC_TILE`` (search passes reduce their compare terms once per chunk): the same kept sets, so the same
+    tokens as the per-step reduction, with top-k (counts) and top-p (masses), split into 128-column chunks."""
+    monkeypatch.setattr(S, "FAST_TOPK", False)
+    kw = dict(seed=3, temperature=0.8, top_p=0.8)
+    a, ref = both(monkeypatch, X, 128, **kw)
+    monkeypatch.setattr(S, "ACC_TILE", 8192)
+    acc, acc_ref = both(monkeypatch, X, 128, **kw)
+    assert torch.equal(acc, ref) and torch.equal(acc_ref, ref) and torch.equal(a, ref)
+    seed_t = torch.tensor([3], dtype=torch.int64, device=DEV)
+    k_acc = S.sample(X, seed_t, None, 0.8, None, 70, None, 0.8, None, 0.0, None, False, True)
+    monkeypatch.setattr(S, "ACC_TILE", None)
+    assert torch.equal(k_acc, S.sample(X, seed_t, None, 0.8, None, 70, None, 0.8, None, 0.0, None, False, True))
 
 
 def _chi2_ok(tok, probs):

@@ -90,6 +90,11 @@ TARGET_PROGRAMS = 528
 MIN_CHUNK = 1024
 MAX_CHUNK = 16384
 MAX_ROWS = 256
+#: GPU: when set, search passes keep a (ROWS, NP, BLOCK) accumulator of this many elements over the chunk
+#: and reduce it once (``ACC``), instead of one cross-thread reduction per COMPARE_TILE step.
+ACC_TILE: int | None = None
+#: GPU: warps of every search launch (None: 8 for compare tiles of >= 16384 elements, else 4).
+STEP_WARPS: int | None = None
 #: GPU: elements of the (ROWS, chunks, NP) tile that reduces the previous pass's partials.
 REDUCE_TILE = 8192
 #: Under ``TRITON_INTERPRET=1`` (CPU tests) numpy pays per op (and per device-function call), not per
@@ -171,7 +176,7 @@ def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None 
         chunk = chunk or vp
     else:
         npiv = NPIV_SMALL if b * v <= SMALL_WORK else NPIV_LARGE
-        tile, max_rows, red = COMPARE_TILE // npiv, MAX_ROWS, REDUCE_TILE
+        tile, max_rows, red = (ACC_TILE or COMPARE_TILE) // npiv, MAX_ROWS, REDUCE_TILE
         if not chunk:
             chunk = min(max(triton.next_power_of_2(triton.cdiv(b * v, TARGET_PROGRAMS)), MIN_CHUNK), MAX_CHUNK)
     chunk = min(triton.next_power_of_2(chunk), vp)
@@ -180,8 +185,9 @@ def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None 
     rows = max(1, min(max_rows, tile // block, triton.next_power_of_2(max(b, 1))))
     nchb = triton.next_power_of_2(nch)
     cb = min(nchb, max(1, red // (rows * npiv)))
-    warps = 8 if rows * block * npiv >= 16384 else 4
-    return dict(CHUNK=chunk, NCH=nch, BLOCK=block, ROWS=rows, NP=npiv, NCHB=nchb, CB=cb, num_warps=warps)
+    warps = STEP_WARPS or (8 if rows * block * npiv >= 16384 else 4)
+    return dict(CHUNK=chunk, NCH=nch, BLOCK=block, ROWS=rows, NP=npiv, NCHB=nchb, CB=cb, num_warps=warps,
+                ACC=bool(ACC_TILE))
 
 
 @triton.jit
@@ -290,6 +296,20 @@ def _count_ge(kk, m2, piv):
 
 
 @triton.jit
+def _count_ge3(kk, m2, piv):
+    """(ROWS, NP, BLOCK) int32 indicators of :func:`_count_ge`, not reduced (the ``ACC`` passes sum them over the
+    whole chunk in registers and reduce once)."""
+    kk = tl.where(m2, kk, _KEY_MIN)
+    return (kk[:, None, :] >= piv[:, :, None]).to(tl.int32)
+
+
+@triton.jit
+def _mass_below3(kk, e, piv):
+    """(ROWS, NP, BLOCK) float32 terms of :func:`_mass_below`, not reduced."""
+    return tl.where(kk[:, None, :] < piv[:, :, None], e[:, None, :], 0.0)
+
+
+@triton.jit
 def _mass_below(kk, e, piv):
     """(ROWS, NP) float32: per pivot, the sum of ``e`` over keys strictly below it."""
     below = kk[:, None, :] < piv[:, :, None]
@@ -339,7 +359,7 @@ def _step_kernel(
     IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr, TOP_K_FIRST: tl.constexpr,
     PREV: tl.constexpr, CUR: tl.constexpr,
     CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, NP: tl.constexpr,
-    NCHB: tl.constexpr, CB: tl.constexpr, WIN: tl.constexpr,
+    NCHB: tl.constexpr, CB: tl.constexpr, WIN: tl.constexpr, ACC: tl.constexpr,
 ):
     """One launch of the sampler, program (row block, chunk); see the module docstring.
 
@@ -347,6 +367,7 @@ def _step_kernel(
     ``GV``/``GI``; the first top-p pass puts one pivot at the winner's key + 1, so the next launch knows
     whether the winner is kept; kept rows freeze their interval (later passes skip their chunk) and the draw
     keeps launch 1's winner (the argmax over any kept set that holds the whole-row argmax is that argmax).
+    ``ACC``: search passes accumulate the (ROWS, NP, BLOCK) compare terms over the chunk and reduce once.
 
     ``PREV``: what the previous launch left (0: row maxima only, 1: a top-k pass, 2: a top-p pass).
     ``CUR``: what this launch does (0: maxima (+ top-k pass 1), 1: a top-k pass, 2: a top-p pass, 3: draw).
@@ -479,17 +500,39 @@ def _step_kernel(
             n_run = CHUNK
             if CUR == 2 and PREV == 2:
                 n_run = CHUNK * (tl.max((rmask & ((hi - lo) > 1)).to(tl.int32), axis=0) > 0).to(tl.int32)
+            if ACC:
+                if CUR == 1:
+                    cnt3 = tl.zeros([ROWS, NP, BLOCK], dtype=tl.int32)
+                else:
+                    mass3 = tl.zeros([ROWS, NP, BLOCK], dtype=tl.float32)
+                    if PREV != 2:
+                        z2 = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
             for c0 in range(0, n_run, BLOCK):
                 x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, col0 + c0 + ar, V, IS_PROBS, HAS_BAN)
                 y = x / t_safe[:, None]
                 kk = _key(y)
                 if CUR == 1:
-                    cnt += _count_ge(kk, m2, piv)
+                    if ACC:
+                        cnt3 += _count_ge3(kk, m2, piv)
+                    else:
+                        cnt += _count_ge(kk, m2, piv)
                 else:
                     e = tl.where(kk.to(tl.int64) >= base[:, None], tl.exp(y - m_safe[:, None]), 0.0)
-                    mass += _mass_below(kk, e, piv)
+                    if ACC:
+                        mass3 += _mass_below3(kk, e, piv)
+                        if PREV != 2:
+                            z2 += e
+                    else:
+                        mass += _mass_below(kk, e, piv)
+                        if PREV != 2:
+                            z += tl.sum(e, axis=1)
+            if ACC:
+                if CUR == 1:
+                    cnt = tl.sum(cnt3, axis=2)
+                else:
+                    mass = tl.sum(mass3, axis=2)
                     if PREV != 2:
-                        z += tl.sum(e, axis=1)
+                        z = tl.sum(z2, axis=1)
             jn = tl.arange(0, NP)
             poff = ((par_out * B + rows[:, None]) * NCH + chunk) * NP + jn[None, :]
             if CUR == 1:
@@ -966,7 +1009,7 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     kw = dict(T_ROWS=ts is not None, K_ROWS=ks is not None, P_ROWS=ps is not None, MINP_ROWS=mps is not None,
               USE_K=use_k, USE_P=use_p, USE_MINP=use_minp, IS_PROBS=is_probs, HAS_BAN=ban_t is not None,
               TOP_K_FIRST=top_k_first, CHUNK=cfg["CHUNK"], BLOCK=cfg["BLOCK"], ROWS=rows, NP=npiv,
-              NCHB=cfg["NCHB"], CB=cfg["CB"], WIN=win, num_warps=cfg["num_warps"])
+              NCHB=cfg["NCHB"], CB=cfg["CB"], WIN=win, ACC=cfg["ACC"], num_warps=cfg["num_warps"])
 
     def launch(step: int, prev: int, cur: int) -> None:
         _step_kernel[grid](*args, step, *scalars, PREV=prev, CUR=cur, **kw)
@@ -1012,12 +1055,12 @@ def _search_aot_cases() -> list[dict[str, Any]]:
            "GI": "*i64", "B": "i32", "V": "i32", "NCH": "i32", "step": "i32", "t_val": "fp32",
            "k_val": "i32", "p_val": "fp32", "omp_val": "fp32", "minp_val": "fp32"}
     flags = ("T_ROWS", "K_ROWS", "P_ROWS", "MINP_ROWS", "USE_K", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN",
-             "TOP_K_FIRST", "PREV", "CUR", "CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB")
+             "TOP_K_FIRST", "PREV", "CUR", "CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB", "WIN", "ACC")
     cases = []
     for b, v in AOT_SHAPES:
         cfg = launch_config(b, v, interp=False)
         base = dict(T_ROWS=False, K_ROWS=False, P_ROWS=False, MINP_ROWS=False, USE_K=True, USE_P=True,
-                    USE_MINP=False, IS_PROBS=False, HAS_BAN=False, TOP_K_FIRST=True,
+                    USE_MINP=False, IS_PROBS=False, HAS_BAN=False, TOP_K_FIRST=True, WIN=False, ACC=cfg["ACC"],
                     **{k: cfg[k] for k in ("CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB")})
         spill = "B=64 top-p pass of the general path spills with triton 3.6 (issue 16)"
         for prev, cur in ((0, 0), (1, 1), (1, 2), (2, 2), (2, 3)):
@@ -1026,7 +1069,17 @@ def _search_aot_cases() -> list[dict[str, Any]]:
                     "constexprs": {**base, "PREV": prev, "CUR": cur}, "num_warps": cfg["num_warps"]}
             if b >= 64 and cur == 2:
                 case["known_spill"] = spill
+            if b == 1 and cur == 0:
+                # triton 3.9 AOT, 2026-12-01: 6 (gfx942) / 9 (gfx950) SGPRs spilled to VGPR lanes, no scratch, in
+                # the (1, 64, 512) pivot compare of top-k pass 1; sm_90 clean
+                case["known_spill"] = "gfx942/gfx950 SGPR spill to VGPR lanes (no scratch) in top-k pass 1, B=1"
             cases.append(case)
+        # top-p only (WIN: launch 1 draws the winner; passes PREV=0 -> 2, 2 -> 2; draw 2 -> 3)
+        for prev, cur in ((0, 0), (0, 2), (2, 2), (2, 3)):
+            cases.append({"name": f"sample top-p-only step PREV={prev} CUR={cur} B={b} V={v}", "fn": _step_kernel,
+                          "signature": {**ptr, **{k: "constexpr" for k in flags}},
+                          "constexprs": {**base, "USE_K": False, "WIN": True, "PREV": prev, "CUR": cur},
+                          "num_warps": cfg["num_warps"]})
         if cfg["NCH"] > 1:
             frows = max(1, min(256, 4096 // cfg["NCHB"]))
             cases.append({"name": f"sample pick B={b} V={v}", "fn": _pick_kernel,
