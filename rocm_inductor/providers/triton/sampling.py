@@ -803,6 +803,14 @@ def _gumbel_best(y, cols, valid, keep, rows, m_safe, mp, seed, V, USE_MINP: tl.c
 
 
 @triton.jit
+def _any_inside(kk, valid, lo, hi):
+    """Whether any valid key of the (ROWS, W) tile lies strictly inside its row's (lo, hi) (an open search)."""
+    k64 = kk.to(tl.int64)
+    inside = valid & (k64 > lo[:, None]) & (k64 < hi[:, None])
+    return tl.max(tl.max(inside.to(tl.int32), axis=1), axis=0) > 0
+
+
+@triton.jit
 def _topk_draw_kernel(
     X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR, GM, CAND, OUT,
     B, V, NG, k_val, t_val, p_val, omp_val, minp_val,
@@ -839,7 +847,10 @@ def _topk_draw_kernel(
     # 1. T0 = the k-th largest group max: every column >= the row's k-th value lies in a group whose max is
     #    >= T0, and there are k such groups (+ ties at T0).
     ek = _key(ev)
-    lo = tl.full([ROWS], _KEY_MIN, tl.int64)
+    #    Start at the smallest group max (every group reaches it): the first passes of a search from -2^31
+    #    would only find that out.
+    lo = tl.min(tl.where(em, ek, 2**31 - 1), axis=1).to(tl.int64)
+    lo = tl.where(lo > key_max, _KEY_MIN, lo)  # no valid group (masked row)
     hi = key_max + 1
     #    Any lo of the search is such a bound (count(>= lo) >= k): stop as soon as at most GCAP groups reach it.
     c_lo = tl.zeros([ROWS], dtype=tl.int64) + NG
@@ -873,7 +884,9 @@ def _topk_draw_kernel(
     # 3. The exact k-th largest value among the candidates (ties kept), starting from [T0, max].
     lo = t0
     hi = key_max + 1
-    while tl.max((rmask & ((hi - lo) > 1)).to(tl.int32), axis=0) > 0:  # until every row's interval is one key
+    # until no candidate key lies strictly inside any row's interval (then the answer is lo: every pivot left
+    # inside would count as hi does)
+    while _any_inside(kk, valid, lo, hi):
         piv = _pivots(lo, hi, NP)
         lo, hi = _narrow(lo, hi, piv, _count_ge(kk, valid, piv).to(tl.int64) >= k[:, None])
     tk = lo
@@ -891,7 +904,7 @@ def _topk_draw_kernel(
         thr = omp * tl.sum(e, axis=1)
         lo = tk
         hi = tl.where(p_on & (p > 0.0), key_max + 1, lo + 1)
-        while tl.max((rmask & ((hi - lo) > 1)).to(tl.int32), axis=0) > 0:
+        while _any_inside(kk, valid, lo, hi):
             piv = _pivots(lo, hi, NP)
             lo, hi = _narrow(lo, hi, piv, _mass_below(kk, e, piv) <= thr[:, None])
         tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
