@@ -71,17 +71,19 @@ def test_winner_rejected_rows_and_batch_0(monkeypatch):
 
 @pytest.mark.slow
 def test_accumulated_passes_draw_the_same_tokens(monkeypatch):
-    """``ACC_TILE`` (search passes reduce their compare terms once per chunk): the same kept sets, so the same
-    tokens as the per-step reduction, with top-k (counts) and top-p (masses), split into 128-column chunks."""
+    """``ACC_SMALL`` (search passes reduce their compare terms once per chunk, as large work does): the same
+    kept sets, so the same tokens as the per-step reduction, with top-k (counts) and top-p (masses), split
+    into 128-column chunks."""
     monkeypatch.setattr(S, "FAST_TOPK", False)
+    monkeypatch.setattr(S, "ACC_SMALL", False)  # small work: per-step reductions
     kw = dict(seed=3, temperature=0.8, top_p=0.8)
     a, ref = both(monkeypatch, X, 128, **kw)
-    monkeypatch.setattr(S, "ACC_TILE", 8192)
+    monkeypatch.setattr(S, "ACC_SMALL", True)
     acc, acc_ref = both(monkeypatch, X, 128, **kw)
     assert torch.equal(acc, ref) and torch.equal(acc_ref, ref) and torch.equal(a, ref)
     seed_t = torch.tensor([3], dtype=torch.int64, device=DEV)
     k_acc = S.sample(X, seed_t, None, 0.8, None, 70, None, 0.8, None, 0.0, None, False, True)
-    monkeypatch.setattr(S, "ACC_TILE", None)
+    monkeypatch.setattr(S, "ACC_SMALL", False)
     assert torch.equal(k_acc, S.sample(X, seed_t, None, 0.8, None, 70, None, 0.8, None, 0.0, None, False, True))
 
 

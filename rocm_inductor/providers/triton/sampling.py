@@ -77,24 +77,32 @@ import triton.language as tl
 from ...ops.sampling import ban_rows, per_row
 
 INPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-#: Pivots per search pass on a GPU: many when the whole batch is small (launch-bound: fewer passes), fewer
-#: when it is large (compare-bound: ``B * V * NP`` compares per pass). Not measured on a GPU.
-NPIV_SMALL = 64
-NPIV_LARGE = 16
-#: ``B * V`` up to which :data:`NPIV_SMALL` is used.
+# General (search) path constants, two buckets by ``B * V`` (launch_config). Picked by
+# benchmarks/sweep_sampling.py on the H200 (2026-12-01, torch 2.11, triton 3.6, V=128256 float32 top-p 0.9
+# alone, op in a CUDA graph, benchmarks/results/sampling_sweep.csv): small work (B = 1 / 8) best with 16
+# pivots, 16384-element compare tiles, 4 warps (40.3 / 84.3 us; the previous 64 / 32768 / 8: 52.5 / 195.5);
+# large work (B = 32 / 64) best with 8 pivots, the accumulated 8192-element tile and 1056 target programs
+# (158.1 / 225.8 us; previous 16 / 32768 / 528: 175.0 / 328.7). Each bucket runs exactly its measured config.
+#: Pivots per search pass: small work (launch-bound) / large work (compare-bound).
+NPIV_SMALL = 16
+NPIV_LARGE = 8
+#: ``B * V`` up to which the small-work constants are used.
 SMALL_WORK = 1 << 21
-#: GPU: elements of the (ROWS, BLOCK, NP) compare tile per step (the old kernel's 2048 x 16).
-COMPARE_TILE = 32768
-#: GPU chunking: aim at about this many programs (132 SMs x 4 on an H200), chunk a power of two in range.
+#: GPU, small work: elements of the (ROWS, NP, BLOCK) compare tile per step (reduced every step).
+COMPARE_TILE = 16384
+#: GPU chunking: aim at about this many programs (small / large work), chunk a power of two in range.
 TARGET_PROGRAMS = 528
+TARGET_PROGRAMS_LARGE = 1056
 MIN_CHUNK = 1024
 MAX_CHUNK = 16384
 MAX_ROWS = 256
-#: GPU: when set, search passes keep a (ROWS, NP, BLOCK) accumulator of this many elements over the chunk
-#: and reduce it once (``ACC``), instead of one cross-thread reduction per COMPARE_TILE step.
-ACC_TILE: int | None = None
-#: GPU: warps of every search launch (None: 8 for compare tiles of >= 16384 elements, else 4).
-STEP_WARPS: int | None = None
+#: GPU, large work (or any work with :data:`ACC_SMALL`): search passes keep a (ROWS, NP, BLOCK) accumulator of
+#: this many elements over the chunk and reduce it once (``ACC``); None: per-step reductions everywhere.
+ACC_TILE: int | None = 8192
+ACC_SMALL = False
+#: GPU: warps of every search launch (None: 8 for compare tiles of >= 16384 elements, else 4; both measured
+#: buckets run 4).
+STEP_WARPS: int | None = 4
 #: GPU: elements of the (ROWS, chunks, NP) tile that reduces the previous pass's partials.
 REDUCE_TILE = 8192
 #: Under ``TRITON_INTERPRET=1`` (CPU tests) numpy pays per op (and per device-function call), not per
@@ -172,13 +180,17 @@ def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None 
     chunk = chunk or FORCE_CHUNK
     if interp:
         npiv, max_rows, red = INTERP_NPIV, INTERP_MAX_ROWS, INTERP_COMPARE_TILE
+        acc = bool(ACC_TILE) and (ACC_SMALL or b * v > SMALL_WORK)
         tile = INTERP_COMPARE_TILE // npiv
         chunk = chunk or vp
     else:
-        npiv = NPIV_SMALL if b * v <= SMALL_WORK else NPIV_LARGE
-        tile, max_rows, red = (ACC_TILE or COMPARE_TILE) // npiv, MAX_ROWS, REDUCE_TILE
+        small = b * v <= SMALL_WORK
+        npiv = NPIV_SMALL if small else NPIV_LARGE
+        acc = bool(ACC_TILE) and (ACC_SMALL or not small)
+        tile, max_rows, red = (ACC_TILE if acc else COMPARE_TILE) // npiv, MAX_ROWS, REDUCE_TILE
+        target = TARGET_PROGRAMS if small else TARGET_PROGRAMS_LARGE
         if not chunk:
-            chunk = min(max(triton.next_power_of_2(triton.cdiv(b * v, TARGET_PROGRAMS)), MIN_CHUNK), MAX_CHUNK)
+            chunk = min(max(triton.next_power_of_2(triton.cdiv(b * v, target)), MIN_CHUNK), MAX_CHUNK)
     chunk = min(triton.next_power_of_2(chunk), vp)
     nch = triton.cdiv(v, chunk)
     block = min(chunk, tile)
@@ -187,7 +199,7 @@ def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None 
     cb = min(nchb, max(1, red // (rows * npiv)))
     warps = STEP_WARPS or (8 if rows * block * npiv >= 16384 else 4)
     return dict(CHUNK=chunk, NCH=nch, BLOCK=block, ROWS=rows, NP=npiv, NCHB=nchb, CB=cb, num_warps=warps,
-                ACC=bool(ACC_TILE))
+                ACC=acc)
 
 
 @triton.jit
@@ -293,6 +305,21 @@ def _count_ge(kk, m2, piv):
     mask)."""
     kk = tl.where(m2, kk, _KEY_MIN)
     return tl.sum((kk[:, None, :] >= piv[:, :, None]).to(tl.int32), axis=2)
+
+
+@triton.jit
+def _count_ge_reg(kk, m2, piv):
+    """:func:`_count_ge` on a (ROWS, W, NP) tile (pivots on the fast axis): the top-k path's register-resident
+    searches, whose keys are computed once outside the loop; the layout its H200 timings ran with."""
+    kk = tl.where(m2, kk, _KEY_MIN)
+    return tl.sum((kk[:, :, None] >= piv[:, None, :]).to(tl.int32), axis=1)
+
+
+@triton.jit
+def _mass_below_reg(kk, e, piv):
+    """:func:`_mass_below` on a (ROWS, W, NP) tile (see :func:`_count_ge_reg`)."""
+    below = kk[:, :, None] < piv[:, None, :]
+    return tl.sum(tl.where(below, e[:, :, None], 0.0), axis=1)
 
 
 @triton.jit
@@ -742,7 +769,7 @@ def _topk_slow(X, stride_x, BAN, stride_ban, seed, CAND, rows, rmask, full, t_sa
             cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
             valid = valid & rmask[:, None] & full[:, None]
             y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
-            cnt += _count_ge(_key(y), valid, piv)
+            cnt += _count_ge_reg(_key(y), valid, piv)
         lo, hi = _narrow(lo, hi, piv, cnt.to(tl.int64) >= k[:, None])
     tk = lo
     tp = tl.full([ROWS], _KEY_MIN, tl.int64)
@@ -766,7 +793,7 @@ def _topk_slow(X, stride_x, BAN, stride_ban, seed, CAND, rows, rmask, full, t_sa
                 y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
                 kk = _key(y)
                 e = tl.where(valid & (kk.to(tl.int64) >= tk[:, None]), tl.exp(y - m_safe[:, None]), 0.0)
-                mass += _mass_below(kk, e, piv)
+                mass += _mass_below_reg(kk, e, piv)
             lo, hi = _narrow(lo, hi, piv, mass <= thr[:, None])
         tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
     keep_from = tl.maximum(tk, tp)
@@ -800,14 +827,6 @@ def _gumbel_best(y, cols, valid, keep, rows, m_safe, mp, seed, V, USE_MINP: tl.c
     blk = tl.max(score, axis=1)
     blk_i = tl.min(tl.where(keep & (score == blk[:, None]), cols, V), axis=1)
     return blk, blk_i
-
-
-@triton.jit
-def _any_inside(kk, valid, lo, hi):
-    """Whether any valid key of the (ROWS, W) tile lies strictly inside its row's (lo, hi) (an open search)."""
-    k64 = kk.to(tl.int64)
-    inside = valid & (k64 > lo[:, None]) & (k64 < hi[:, None])
-    return tl.max(tl.max(inside.to(tl.int32), axis=1), axis=0) > 0
 
 
 @triton.jit
@@ -847,17 +866,14 @@ def _topk_draw_kernel(
     # 1. T0 = the k-th largest group max: every column >= the row's k-th value lies in a group whose max is
     #    >= T0, and there are k such groups (+ ties at T0).
     ek = _key(ev)
-    #    Start at the smallest group max (every group reaches it): the first passes of a search from -2^31
-    #    would only find that out.
-    lo = tl.min(tl.where(em, ek, 2**31 - 1), axis=1).to(tl.int64)
-    lo = tl.where(lo > key_max, _KEY_MIN, lo)  # no valid group (masked row)
+    lo = tl.full([ROWS], _KEY_MIN, tl.int64)
     hi = key_max + 1
     #    Any lo of the search is such a bound (count(>= lo) >= k): stop as soon as at most GCAP groups reach it.
     c_lo = tl.zeros([ROWS], dtype=tl.int64) + NG
     active = rmask & ((hi - lo) > 1) & (c_lo > GCAP)
     while tl.max(active.to(tl.int32), axis=0) > 0:  # a loop, not unrolled: compile time
         piv = _pivots(lo, hi, NP)
-        cnt = _count_ge(ek, em, piv).to(tl.int64)
+        cnt = _count_ge_reg(ek, em, piv).to(tl.int64)
         ok = cnt >= k[:, None]
         c_new = tl.min(tl.where(ok, cnt, c_lo[:, None]), axis=1)  # count at the largest pivot kept (decreasing)
         lo2, hi2 = _narrow(lo, hi, piv, ok)
@@ -884,11 +900,9 @@ def _topk_draw_kernel(
     # 3. The exact k-th largest value among the candidates (ties kept), starting from [T0, max].
     lo = t0
     hi = key_max + 1
-    # until no candidate key lies strictly inside any row's interval (then the answer is lo: every pivot left
-    # inside would count as hi does)
-    while _any_inside(kk, valid, lo, hi):
+    while tl.max((rmask & ((hi - lo) > 1)).to(tl.int32), axis=0) > 0:  # until every row's interval is one key
         piv = _pivots(lo, hi, NP)
-        lo, hi = _narrow(lo, hi, piv, _count_ge(kk, valid, piv).to(tl.int64) >= k[:, None])
+        lo, hi = _narrow(lo, hi, piv, _count_ge_reg(kk, valid, piv).to(tl.int64) >= k[:, None])
     tk = lo
 
     # 4. Top-p on the renormalised top-k set (HF order): the largest key whose strictly-lower mass within the
@@ -904,9 +918,9 @@ def _topk_draw_kernel(
         thr = omp * tl.sum(e, axis=1)
         lo = tk
         hi = tl.where(p_on & (p > 0.0), key_max + 1, lo + 1)
-        while _any_inside(kk, valid, lo, hi):
+        while tl.max((rmask & ((hi - lo) > 1)).to(tl.int32), axis=0) > 0:
             piv = _pivots(lo, hi, NP)
-            lo, hi = _narrow(lo, hi, piv, _mass_below(kk, e, piv) <= thr[:, None])
+            lo, hi = _narrow(lo, hi, piv, _mass_below_reg(kk, e, piv) <= thr[:, None])
         tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
 
     # 5. min-p, then Gumbel-max over the kept candidates; noise keyed by (seed, column, row) as the general
@@ -1082,10 +1096,11 @@ def _search_aot_cases() -> list[dict[str, Any]]:
                     "constexprs": {**base, "PREV": prev, "CUR": cur}, "num_warps": cfg["num_warps"]}
             if b >= 64 and cur == 2:
                 case["known_spill"] = spill
-            if b == 1 and cur == 0:
-                # triton 3.9 AOT, 2026-12-01: 6 (gfx942) / 9 (gfx950) SGPRs spilled to VGPR lanes, no scratch, in
-                # the (1, 64, 512) pivot compare of top-k pass 1; sm_90 clean
-                case["known_spill"] = "gfx942/gfx950 SGPR spill to VGPR lanes (no scratch) in top-k pass 1, B=1"
+            if b == 1 and (cur, prev) in ((0, 0), (2, 1)):
+                # triton 3.9 AOT, 2026-12-01: top-k pass 1 (NP=64, before the sweep) 6 / 9 SGPRs spilled to VGPR
+                # lanes on gfx942 / gfx950; first top-p pass after top-k at the swept B=1 constants (NP=16, 4 warps)
+                # 21 / 25 SGPRs and 16 B of sm_90 stack. The measured top-p-only launches (USE_K off) are clean.
+                case["known_spill"] = "general path with top-k at B=1: SGPR spills (gfx), 16 B stack (sm_90)"
             cases.append(case)
         # top-p only (WIN: launch 1 draws the winner; passes PREV=0 -> 2, 2 -> 2; draw 2 -> 3)
         for prev, cur in ((0, 0), (0, 2), (2, 2), (2, 3)):
