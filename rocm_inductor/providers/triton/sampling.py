@@ -36,15 +36,25 @@ host sync, no host RNG):
 3. draw: the last pass is reduced, each chunk writes its Gumbel-max ``(value, index)``; a final launch
    picks each row's best chunk (ties -> lowest index, as ``torch.argmax``), skipped when ``NCH == 1``.
 
-Launches (P = :func:`search_passes`, 8 for NP=16, 6 for NP=64): top-k + top-p ``2P + 1``, top-k only
-``P + 1``, top-p only ``P + 2``, neither 2; plus the pick when ``NCH > 1``. A filter that is off for the whole
-batch (host flags) costs no pass; a row whose filter is off or whose interval has converged keeps it.
+Launches (P = :func:`search_passes`, 11 for NP=8, 8 for NP=16, 6 for NP=64): top-k + top-p ``2P + 1``,
+top-k only ``P + 1``, top-p only ``P + 2``, neither 2; plus the pick when ``NCH > 1``. A filter that is off for
+the whole batch (host flags) costs no pass; a row whose filter is off or whose interval has converged keeps it.
 
-Performance: the previous one-program-per-row design streamed each row ~19 times from one program (2.3-2.4 ms
-at B=1, V=151936 on an H200; Inductor's compiled HF chain 0.21 ms). This split design is **not yet measured
-on a GPU**; its chunk / tile / pivot constants are guesses (:func:`launch_config`), and every program re-reads
-its row's partials of the previous pass (NCH x NP values) on top of its chunk. benchmarks/bench_sampling.py
-measures it.
+Winner shortcut (:data:`WINNER`, no top-k: top-p and/or min-p; issue 14): launch 1 also draws the whole-row
+Gumbel winner ``w = argmax(s + g)`` per chunk (the draw's noise). The first top-p pass puts its last pivot at
+``key(w) + 1``, so the next launch knows, from the same chunk-summed masses as the search, whether
+``key(w) >= t`` (w kept). A kept w that also passes min-p is the draw's answer (the argmax over a kept set
+holding the whole-row argmax is that argmax): its row freezes its interval, later top-p passes skip chunks
+whose rows are all frozen, and the draw leaves launch 1's ``GV``/``GI`` for it. w is kept with probability
+about p, so at large B mostly the ~(1 - p) rejected rows stream the later passes. Same tokens as the plain
+search (tests/test_sampling_winner.py). The search passes' compare tiles are (ROWS, NP, BLOCK), pivots on the
+slow axis (no lane repeats a column's load / exp / key); large work accumulates them over the chunk and
+reduces once (:data:`ACC_TILE`).
+
+Performance (H200, 2026-12-01, V=128256 float32, top-p 0.9 alone, op in a CUDA graph): 40.3 / 84.3 / 158.1 /
+225.8 us at B = 1 / 8 / 32 / 64 with the swept constants (:func:`launch_config`; before issue 14's rework
+47.3 / 179.9 / 313.4 / 953.9; FlashInfer 0.6.18 44.5 / 65.8 / 84.7 / 118.5). Every program re-reads its row's
+partials of the previous pass (NCH x NP values) on top of its chunk.
 
 Top-k path (issue 14; :func:`fast_path_ok`: a scalar ``0 < k <= TOPK_CAP`` (64), top-p after top-k or off;
 chosen on the host from flags only, so capture-safe): two launches, the logits read once in full.
