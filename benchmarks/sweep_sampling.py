@@ -8,6 +8,11 @@ candidate (a dict of constants of ``rocm_inductor/providers/triton/sampling.py``
 The pick per group is the candidate with the smallest sum of us over the batches (the fast group first,
 with 30% of the time budget; a candidate is skipped once its group's share is spent).
 
+Constants are set module-wide: since the 2026-12-01 run (whose candidates applied to every batch, as the
+code then did) ``ACC_TILE`` / ``TARGET_PROGRAMS_LARGE`` / ``NPIV_LARGE`` act on ``B * V > SMALL_WORK`` only and
+``COMPARE_TILE`` / ``TARGET_PROGRAMS`` / ``NPIV_SMALL`` below it (``ACC_SMALL`` accumulates there too), and
+``{}`` is that run's per-bucket pick.
+
     python benchmarks/sweep_sampling.py --out DIR [--budget-s S]
 Writes ``sampling_sweep.csv`` (group,cand,vocab,batch,filters,us) and ``sampling_pick.json`` ({name: value}
 for ``bench_sampling.py --set``) under ``--out``. Needs a GPU.
