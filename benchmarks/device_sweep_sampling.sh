@@ -9,6 +9,8 @@ export PYTHONUNBUFFERED=1 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/res"
 T0=$(date +%s)
 el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+# the backend's entry point (torch.compile(backend="rocm_fused") tests); the 2026-12-01 call lacked it
+python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null 2>&1 || echo "editable install failed"
 export PYTHONPATH=$PWD:$PWD/benchmarks
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())" | tee "$OUT/versions.txt"
 el "sweep"
@@ -19,7 +21,7 @@ el "pick $PICK"
 (timeout 100 python3 benchmarks/bench_sampling.py --warm-only --configs ours --set "$PICK" --out /tmp/warm > "$OUT/warm.log" 2>&1) &
 WARM_PID=$!
 el "tests"
-timeout ${TEST_TIMEOUT1:-55} python3 -m pytest -q -p no:cacheprovider -rfE --tb=short tests/test_sampling_winner.py \
+timeout ${TEST_TIMEOUT1:-90} python3 -m pytest -q -p no:cacheprovider -rfE --tb=short tests/test_sampling_winner.py \
   tests/test_sampling_gpu.py -k "winner or chi_square_on_device or split_rows" --durations=4 2>&1 | tail -25 > "$OUT/gpu_tests1.log"
 tail -6 "$OUT/gpu_tests1.log"
 timeout ${TEST_TIMEOUT2:-45} python3 -m pytest -q -p no:cacheprovider -rfE --tb=short -m gpu tests/test_sampling_gpu.py \
