@@ -138,7 +138,15 @@ def main() -> None:
                     help="compile every kernel once (fills the on-disk Triton / Inductor caches for a later run)")
     ap.add_argument("--inductor-filters", default=",".join(FILTERS), help="filters Inductor compiles")
     ap.add_argument("--inductor-vocabs", default=",".join(map(str, VOCABS)), help="vocabularies for Inductor")
+    ap.add_argument("--set", default="", help="JSON {name: value}: constants of providers/triton/sampling.py to "
+                    "override (a config picked by benchmarks/sweep_sampling.py)")
     args = ap.parse_args()
+    if args.set:
+        from rocm_inductor.providers.triton import sampling as tsampling
+
+        for name, value in json.loads(args.set).items():
+            assert hasattr(tsampling, name), name
+            setattr(tsampling, name, value)
     assert torch.cuda.is_available(), "needs a GPU"
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
