@@ -239,11 +239,18 @@ def widened(module: GraphModule) -> GraphModule:
     return out
 
 
+#: Where verification evaluates a region: on the CPU whatever device the graph is for (float64 math, no
+#: device state; a CUDA graph's ``device=cuda`` constants are moved here too, see :func:`_run`).
+CPU = torch.device("cpu")
+
+
 def _run(module: GraphModule, args: list[Any], subs: dict[Any, int]) -> list[torch.Tensor]:
     """Run a stand-alone region for real (outside fake mode), symbolic literals replaced by ``subs``."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     def conc(a: Any) -> Any:
+        if isinstance(a, torch.device) and a.type != "cpu":
+            return CPU  # the random inputs live on the CPU: a region's constants (full, scalar_tensor) follow
         return _concrete(a, subs) if _is_sym(a) else a
 
     env: dict[Node, Any] = {}
