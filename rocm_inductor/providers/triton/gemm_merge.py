@@ -92,6 +92,19 @@ class Config:
 
 
 @triton.jit
+def _load_xw(x_ptrs, w_ptrs, k0, offs_k, k_hi, EVEN_K: tl.constexpr):
+    """One K block of the activation rows and the weight rows (masked past ``k_hi`` unless EVEN_K)."""
+    if EVEN_K:
+        x = tl.load(x_ptrs)
+        w = tl.load(w_ptrs)
+    else:
+        mk = (k0 + offs_k) < k_hi
+        x = tl.load(x_ptrs, mask=mk[None, :], other=0.0)
+        w = tl.load(w_ptrs, mask=mk[None, :], other=0.0)
+    return x, w
+
+
+@triton.jit
 def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, nb, ks,
           HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
           SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr,
@@ -117,13 +130,7 @@ def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, n
     if LATE:
         acc3 = tl.zeros((BLOCK_M, BLOCK_N, BLOCK_K), dtype=tl.float32)
         for k0 in range(k_lo, k_hi, BLOCK_K):
-            if EVEN_K:
-                x = tl.load(x_ptrs)
-                w = tl.load(w_ptrs)
-            else:
-                mk = (k0 + offs_k) < k_hi
-                x = tl.load(x_ptrs, mask=mk[None, :], other=0.0)
-                w = tl.load(w_ptrs, mask=mk[None, :], other=0.0)
+            x, w = _load_xw(x_ptrs, w_ptrs, k0, offs_k, k_hi, EVEN_K)
             acc3 += x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :]
             x_ptrs += BLOCK_K * stride_xk
             w_ptrs += BLOCK_K
@@ -131,13 +138,7 @@ def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, n
     else:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k0 in range(k_lo, k_hi, BLOCK_K):
-            if EVEN_K:
-                x = tl.load(x_ptrs)
-                w = tl.load(w_ptrs)
-            else:
-                mk = (k0 + offs_k) < k_hi
-                x = tl.load(x_ptrs, mask=mk[None, :], other=0.0)
-                w = tl.load(w_ptrs, mask=mk[None, :], other=0.0)
+            x, w = _load_xw(x_ptrs, w_ptrs, k0, offs_k, k_hi, EVEN_K)
             if DOT:
                 if MANUAL_BF16:  # interpreter: its bf16 tl.dot returns garbage (seen with triton 3.9): exact fp32
                     acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")

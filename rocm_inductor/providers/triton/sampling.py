@@ -220,6 +220,16 @@ def _key(y):
 
 
 @triton.jit
+def _running_argmax(score, best, best_i, base):
+    """Fold one (ROWS, BLOCK) block of draw scores into each row's running (best, index): strictly greater
+    wins, so ties keep the lowest column (``torch.argmax``'s rule); ``base`` is the block's first column."""
+    blk_best = tl.max(score, axis=1)
+    blk_i = tl.argmax(score, axis=1).to(tl.int64) + base
+    better = blk_best > best
+    return tl.where(better, blk_best, best), tl.where(better, blk_i, best_i)
+
+
+@triton.jit
 def _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr):
     """(ROWS, BLOCK) float32 logits: -inf outside V, NaN -> -inf, log of probabilities, banned -> -inf."""
     cmask = cols < V
@@ -456,11 +466,7 @@ def _step_kernel(
                 cols = col0 + c0 + ar
                 score = tl.where(greedy_t[:, None], x, y + _noise(seed, cols[None, :], rows, ROWS, BLOCK))
                 score = tl.where(m2, score, float("-inf"))
-                blk_best = tl.max(score, axis=1)
-                blk_i = tl.argmax(score, axis=1).to(tl.int64) + col0 + c0
-                better = blk_best > best
-                best_i = tl.where(better, blk_i, best_i)
-                best = tl.where(better, blk_best, best)
+                best, best_i = _running_argmax(score, best, best_i, col0 + c0)
         tl.store(PMAX + rows * NCH + chunk, m, mask=rmask)
         if WIN:
             tl.store(GV + rows * NCH + chunk, best, mask=rmask)
@@ -611,11 +617,7 @@ def _step_kernel(
                 score = tl.where(keep & m2, y + g, float("-inf"))
                 score = tl.where(greedy[:, None], x, score)
                 score = tl.where(m2, score, float("-inf"))
-                blk_best = tl.max(score, axis=1)
-                blk_i = tl.argmax(score, axis=1).to(tl.int64) + col0 + c0
-                better = blk_best > best
-                best_i = tl.where(better, blk_i, best_i)
-                best = tl.where(better, blk_best, best)
+                best, best_i = _running_argmax(score, best, best_i, col0 + c0)
             tl.store(GV + rows * NCH + chunk, best, mask=rmask & ~won)
             tl.store(GI + rows * NCH + chunk, best_i, mask=rmask & ~won)
 
