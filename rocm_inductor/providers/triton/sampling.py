@@ -223,10 +223,14 @@ def _key(y):
 def _running_argmax(score, best, best_i, base):
     """Fold one (ROWS, BLOCK) block of draw scores into each row's running (best, index): strictly greater
     wins, so ties keep the lowest column (``torch.argmax``'s rule); ``base`` is the block's first column."""
-    blk_best = tl.max(score, axis=1)
-    blk_i = tl.argmax(score, axis=1).to(tl.int64) + base
-    better = blk_best > best
-    return tl.where(better, blk_best, best), tl.where(better, blk_i, best_i)
+    return _fold_best(tl.max(score, axis=1), tl.argmax(score, axis=1).to(tl.int64) + base, best, best_i)
+
+
+@triton.jit
+def _fold_best(blk, blk_i, best, best_i):
+    """Per row, the running (best, index) after one more block's (blk, blk_i): strictly greater wins."""
+    better = blk > best
+    return tl.where(better, blk, best), tl.where(better, blk_i, best_i)
 
 
 @triton.jit
@@ -761,6 +765,16 @@ def _cand(CAND, rows, q, full, n_keep, V, G: tl.constexpr, GCAP: tl.constexpr):
 
 
 @triton.jit
+def _row_tile(X, xrow, BAN, brow, CAND, rows, rmask, full, n_keep, t_safe, q, V, IS_PROBS: tl.constexpr,
+              HAS_BAN: tl.constexpr, G: tl.constexpr, GCAP: tl.constexpr):
+    """One tile of :func:`_topk_slow`'s whole-row loop: columns ``q``, their validity (``full`` rows only) and
+    the scaled logits ``x / T`` there."""
+    cols, valid = _cand(CAND, rows, q, full, n_keep, V, G, GCAP)
+    valid = valid & rmask[:, None] & full[:, None]
+    return cols, valid, _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
+
+
+@triton.jit
 def _topk_slow(X, stride_x, BAN, stride_ban, seed, CAND, rows, rmask, full, t_safe, m_safe, key_max, k, t0,
                p, omp, p_on, mp, V, USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr,
                HAS_BAN: tl.constexpr, G: tl.constexpr, GCAP: tl.constexpr, FB: tl.constexpr, NP: tl.constexpr,
@@ -778,9 +792,8 @@ def _topk_slow(X, stride_x, BAN, stride_ban, seed, CAND, rows, rmask, full, t_sa
         piv = _pivots(lo, hi, NP)
         cnt = tl.zeros([ROWS, NP], dtype=tl.int32)
         for q0 in range(0, n_items, FB):
-            cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
-            valid = valid & rmask[:, None] & full[:, None]
-            y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
+            cols, valid, y = _row_tile(X, xrow, BAN, brow, CAND, rows, rmask, full, n_keep, t_safe, q0 + qa, V,
+                                        IS_PROBS, HAS_BAN, G, GCAP)
             cnt += _count_ge_reg(_key(y), valid, piv)
         lo, hi = _narrow(lo, hi, piv, cnt.to(tl.int64) >= k[:, None])
     tk = lo
@@ -788,9 +801,8 @@ def _topk_slow(X, stride_x, BAN, stride_ban, seed, CAND, rows, rmask, full, t_sa
     if USE_P:
         z = tl.zeros([ROWS], dtype=tl.float32)
         for q0 in range(0, n_items, FB):
-            cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
-            valid = valid & rmask[:, None] & full[:, None]
-            y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
+            cols, valid, y = _row_tile(X, xrow, BAN, brow, CAND, rows, rmask, full, n_keep, t_safe, q0 + qa, V,
+                                        IS_PROBS, HAS_BAN, G, GCAP)
             kk = _key(y).to(tl.int64)
             z += tl.sum(tl.where(valid & (kk >= tk[:, None]), tl.exp(y - m_safe[:, None]), 0.0), axis=1)
         thr = omp * z
@@ -800,9 +812,8 @@ def _topk_slow(X, stride_x, BAN, stride_ban, seed, CAND, rows, rmask, full, t_sa
             piv = _pivots(lo, hi, NP)
             mass = tl.zeros([ROWS, NP], dtype=tl.float32)
             for q0 in range(0, n_items, FB):
-                cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
-                valid = valid & rmask[:, None] & full[:, None]
-                y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
+                cols, valid, y = _row_tile(X, xrow, BAN, brow, CAND, rows, rmask, full, n_keep, t_safe, q0 + qa, V,
+                                            IS_PROBS, HAS_BAN, G, GCAP)
                 kk = _key(y)
                 e = tl.where(valid & (kk.to(tl.int64) >= tk[:, None]), tl.exp(y - m_safe[:, None]), 0.0)
                 mass += _mass_below_reg(kk, e, piv)
@@ -812,14 +823,11 @@ def _topk_slow(X, stride_x, BAN, stride_ban, seed, CAND, rows, rmask, full, t_sa
     best = tl.full([ROWS], float("-inf"), tl.float32)
     best_i = tl.zeros([ROWS], dtype=tl.int64)
     for q0 in range(0, n_items, FB):
-        cols, valid = _cand(CAND, rows, q0 + qa, full, n_keep, V, G, GCAP)
-        valid = valid & rmask[:, None] & full[:, None]
-        y = _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
+        cols, valid, y = _row_tile(X, xrow, BAN, brow, CAND, rows, rmask, full, n_keep, t_safe, q0 + qa, V,
+                                    IS_PROBS, HAS_BAN, G, GCAP)
         blk, blk_i = _gumbel_best(y, cols, valid, _key(y).to(tl.int64) >= keep_from[:, None], rows, m_safe, mp,
                                   seed, V, USE_MINP, ROWS, FB)
-        better = blk > best
-        best_i = tl.where(better, blk_i, best_i)
-        best = tl.where(better, blk, best)
+        best, best_i = _fold_best(blk, blk_i, best, best_i)
     return best_i
 
 
