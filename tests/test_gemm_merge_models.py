@@ -12,24 +12,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 from graph_utils import capture
+from tiny_hf import LAYERS, tiny_causal_lm
 
 transformers = pytest.importorskip("transformers")
 
 MM, ADDMM, MERGED = "aten.mm.default", "aten.addmm.default", "rocm_fused.merged_gemm.default"
-LAYERS = 2
-COMMON = dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=LAYERS,
-              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
 
 
 def _hf(name: str):
-    t = transformers
-    if name == "llama":
-        return t.LlamaForCausalLM(t.LlamaConfig(**COMMON))
-    if name == "qwen3":
-        return t.Qwen3ForCausalLM(t.Qwen3Config(head_dim=16, **COMMON))
-    if name == "gemma":
-        return t.GemmaForCausalLM(t.GemmaConfig(head_dim=16, **COMMON))
-    raise ValueError(name)
+    return tiny_causal_lm(name, intermediate_size=96)  # gate/up N 96: not q's 64
 
 
 def _run(fn, *args, provider="reference"):

@@ -9,32 +9,16 @@ from __future__ import annotations
 import pytest
 import torch
 from graph_utils import capture
+from tiny_hf import LAYERS, tiny_causal_lm
 
 transformers = pytest.importorskip("transformers")
 
 RMS = "rocm_fused.rms_norm.default"
 FUSED = "rocm_fused.fused_add_rms_norm.default"
-LAYERS = 2
-COMMON = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=LAYERS,
-              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
 
 
 def _model(name: str):
-    t = transformers
-    if name == "llama":
-        return t.LlamaForCausalLM(t.LlamaConfig(**COMMON))
-    if name == "qwen2":
-        return t.Qwen2ForCausalLM(t.Qwen2Config(**COMMON))
-    if name == "qwen3":
-        return t.Qwen3ForCausalLM(t.Qwen3Config(head_dim=16, **COMMON))
-    if name == "gemma":
-        m = t.GemmaForCausalLM(t.GemmaConfig(head_dim=16, **COMMON))
-        with torch.no_grad():  # Gemma's norm weights start at zero; make (1 + w) non-trivial
-            for n, p in m.named_parameters():
-                if "norm" in n:
-                    p.normal_(0, 0.1)
-        return m
-    raise ValueError(name)
+    return tiny_causal_lm(name, perturb_norms=name == "gemma")
 
 
 #: (fused add + norm, plain norm) per model: pre-norm decoders fuse every norm but layer 0's input norm;

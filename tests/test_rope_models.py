@@ -10,28 +10,14 @@ from __future__ import annotations
 import pytest
 import torch
 from graph_utils import capture
+from tiny_hf import LAYERS, tiny_causal_lm
 
 transformers = pytest.importorskip("transformers")
 
-LAYERS = 2
-_COMMON = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=LAYERS,
-               num_attention_heads=4, max_position_embeddings=64)
 
 
 def _model(name):
-    T = transformers
-    if name == "llama":
-        return T.LlamaForCausalLM(T.LlamaConfig(num_key_value_heads=2, **_COMMON))
-    if name == "qwen3":
-        return T.Qwen3ForCausalLM(T.Qwen3Config(num_key_value_heads=2, head_dim=16, **_COMMON))
-    if name == "gemma":
-        return T.GemmaForCausalLM(T.GemmaConfig(num_key_value_heads=1, head_dim=16, **_COMMON))
-    if name == "gpt_neox":  # partial rotary: rotary_dim = 0.25 * 16 = 4
-        return T.GPTNeoXForCausalLM(T.GPTNeoXConfig(rotary_pct=0.25, **_COMMON))
-    if name == "gptj":  # interleaved, partial (rotary_dim 8 of head_dim 16)
-        return T.GPTJForCausalLM(T.GPTJConfig(vocab_size=128, n_embd=64, n_layer=LAYERS, n_head=4, rotary_dim=8,
-                                              n_positions=64, bos_token_id=0, eos_token_id=0))
-    raise ValueError(name)
+    return tiny_causal_lm(name, **({"num_key_value_heads": 1} if name == "gemma" else {}))
 
 
 @pytest.mark.slow
