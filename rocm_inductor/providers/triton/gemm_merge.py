@@ -41,6 +41,21 @@ register tile, summed over K once after the loop. Measured (H200, torch 2.11, tr
 ``benchmarks/results/decode_gemm_layer.md``): it wins at M = 1 and 2 (Llama-3.2-1B q/k/v 6.54 us at M = 1 vs
 9.8 us for the dot tile before it, separate cuBLAS 18.1 us, concatenated cuBLAS 6.86 us; gate/up 21.95 us
 vs 22.55 separate); from M = 4 the dot tile with M padded to 16 wins (q/k/v 9.3 us at M = 4 / 8).
+Its K loop is a runtime loop without ``tl.dot``, which Triton does not pipeline: one DRAM round trip per K step,
+~8 KB in flight per program, the speed of a naive read of the same bytes (issue 19's CUPTI diagnosis).
+
+Full-K GEMV tile (``full=True``, M <= 8, 16-bit): BLOCK_K covers the program's whole K range (K / split_k
+padded to a power of two), so a program issues all its weight loads (BLOCK_N x K, 16-128 elements per thread)
+before the first FMA; then each row of x (``tl.static_range``) is multiplied and summed over K once.
+``evict=True`` loads the weights ``evict_first``. Measured (H200, torch 2.11, triton 3.6, 2026-12-01, session
+3 rows of ``benchmarks/results/decode_gemm_layer.md``), M = 1: Llama-3.2-1B q/k/v 5.37 us (concatenated cuBLAS
+6.93, separate 18.02, floor 2.96), gate/up 18.52 us (20.4 / 23.41 / 15.79); Qwen3-0.6B q/k/v 4.23 us (5.42 /
+19.98 / 1.98), gate/up 5.28 us (6.63 / 10.69 / 2.96). evict_first was 0-0.44 us faster in each of the 10
+pairs swept (never slower).
+At M = 8 it loses (Qwen3 q/k/v 10.4 us: one cross-thread sum per row) to the deep-pipeline dot tile
+(:func:`deep_dot_configs`: num_stages 5, 4 warps, no K split: Qwen3 q/k/v 5.95 us at M = 8, 6.27 at 32 vs
+8.0 / 8.3 for the 8-warp 3-stage split-K dot tiles; which of the three changes made the difference is not
+measured: no 4-warp 3-stage no-split twin was in that sweep).
 
 Measured table: ``benchmarks/sweep_decode_gemm.py`` times :func:`sweep_configs` per shape and M and writes
 the fastest to ``gemm_merge_tuned.json`` (with ours vs separate cuBLAS); :func:`pick_config` uses it first
@@ -519,7 +534,7 @@ def gemv_configs(m: int, ns: tuple[int, ...], k: int, sms: int, warp: int) -> li
 
 #: 16-bit weight elements each thread of a full-K GEMV tile loads (BLOCK_N * BLOCK_K / threads): 16-128, i.e.
 #: 2-16 16-byte loads in flight per thread (8-64 32-bit registers for the packed tile). Issue 19's diagnosis
-#: (H200, 2026-12-01, /work/notes/diag3.log): the runtime-K-loop GEMV tile had ~8 KB in flight per program
+#: (H200, 2026-12-01, CUPTI kernel times): the runtime-K-loop GEMV tile had ~8 KB in flight per program
 #: and ran at the speed of a naive read; the upper end is bounded by the AOT spill check
 #: (tests/test_triton_aot.py, sm_90 and gfx942), the rest is left to the sweep.
 GEMV_FULL_ELEMS = (16, 128)
@@ -546,7 +561,7 @@ def gemv_full_tiles(m: int, k: int, split: int, warp: int) -> list[tuple[int, in
 def gemv_full_configs(m: int, ns: tuple[int, ...], k: int, sms: int, warp: int) -> list[Config]:
     """Full-K GEMV configs (:func:`gemv_full_tiles`), weights loaded ``evict_first``; without a K split, and
     with the smallest power-of-two split (<= 8) that fills the SMs where the column blocks alone cannot
-    (a split-K reduce launch costs ~1-2 us, issue 19's diag3 log); plus the normal-eviction twins of the
+    (a split-K reduce launch costs ~1-2 us, issue 19's CUPTI diagnosis); plus the normal-eviction twins of the
     64-elements-per-thread tiles, so the sweep shows what ``evict_first`` is worth."""
     out = []
     bm = _pow2_at_least(m)
@@ -571,7 +586,10 @@ STAGE_LDS_BYTES = 64 << 10
 def deep_dot_configs(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int, warp: int) -> list[Config]:
     """``tl.dot`` tiles with a deeper software pipeline (num_stages 5: more K blocks of the weight in flight
     per program, the lever issue 19's diagnosis points at) for M 8..32, 16-bit dtypes: BLOCK_N 16/32 of
-    :func:`tiles` at 4 warps, at the automatic K split and without a split, within :data:`STAGE_LDS_BYTES`."""
+    :func:`tiles` at 4 warps, at the automatic K split and without a split, within :data:`STAGE_LDS_BYTES`;
+    plus each tile's 3-stage, no-split twin (to separate the stages' effect from the 4 warps' and the split's).
+    Caveat: AOT compiles with the local triton 3.9 report the same shared memory at num_stages 1, 3 and 5
+    (even for a plain dot loop), so that Triton pipelines this loop is not confirmed from the CPU machine."""
     if not GEMV_MAX_M <= m <= MAX_M or dtype == torch.float32:
         return []
     block_m = 16 if m <= 16 else 32
@@ -587,6 +605,9 @@ def deep_dot_configs(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sm
         split = _split_for(ns, k, bn, bk, sms)
         for sp in sorted({split, 1}):
             out.append(Config(block_m, bn, bk, sp, warps, stages, True))
+        # the 3-stage twin: session 3's winners (4 warps, 5 stages, no split) had none, so what the 5 stages
+        # are worth (vs the 4 warps and the missing split) is not measured yet
+        out.append(Config(block_m, bn, bk, 1, warps, 3, True))
     return out
 
 
@@ -845,8 +866,12 @@ def aot_cases() -> list[dict]:
     main_case("qkv_bias_gemvfull_m4_fp16", "fp16", 3, Config(4, 4, 1024, 1, 4, 1, False, False, True, True),
               hb=(True, True, True, False), even_k=False)
     main_case("kproj_gemvfull_split2_m1_bf16", "bf16", 1, Config(1, 8, 1024, 2, 4, 1, False, False, True, True))
-    main_case("qkv_deepdot_m32_bf16", "bf16", 3, deep_dot_configs(32, (2048, 512, 512), 2048, bf, 132, 64)[-1])
-    main_case("gateup_deepdot_m8_bf16", "bf16", 2, deep_dot_configs(8, (8192, 8192), 2048, bf, 132, 64)[0])
+    # the deep-pipeline dot tiles, compiled at their 5 stages (the LDS their pipeline buffers take)
+    main_case("qkv_deepdot_s5_m32_bf16", "bf16", 3, Config(32, 16, 128, 1, 4, 5, True))  # Qwen3 M=32 pick
+    main_case("gateup_deepdot_s5_m8_bf16", "bf16", 2, Config(16, 32, 128, 1, 4, 5, True))  # Qwen3 M=8 pick
+    main_case("qkv_deepdot_s5_split4_m8_bf16", "bf16", 3, Config(16, 32, 128, 4, 4, 5, True))
+    for c in cases[-3:]:
+        c["num_stages"] = 5
     main_case("qkv_m4_fp32_ieee", "fp32", 3, default_config(4, (512, 128, 128), 512, torch.float32), ieee=True)
     red_sig = {"P": "*fp32", **{f"B{i}": "*bf16" for i in range(4)}, **{f"Y{i}": "*bf16" for i in range(4)}}
     red_sig.update({n: "i32" for n in ("M", "N0", "N1", "N2", "N3", "C1", "C2", "C3", "NTOT")})
