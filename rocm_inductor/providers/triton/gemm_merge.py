@@ -866,12 +866,11 @@ def aot_cases() -> list[dict]:
     main_case("qkv_bias_gemvfull_m4_fp16", "fp16", 3, Config(4, 4, 1024, 1, 4, 1, False, False, True, True),
               hb=(True, True, True, False), even_k=False)
     main_case("kproj_gemvfull_split2_m1_bf16", "bf16", 1, Config(1, 8, 1024, 2, 4, 1, False, False, True, True))
-    # the deep-pipeline dot tiles, compiled at their 5 stages (the LDS their pipeline buffers take)
-    main_case("qkv_deepdot_s5_m32_bf16", "bf16", 3, Config(32, 16, 128, 1, 4, 5, True))  # Qwen3 M=32 pick
-    main_case("gateup_deepdot_s5_m8_bf16", "bf16", 2, Config(16, 32, 128, 1, 4, 5, True))  # Qwen3 M=8 pick
-    main_case("qkv_deepdot_s5_split4_m8_bf16", "bf16", 3, Config(16, 32, 128, 4, 4, 5, True))
-    for c in cases[-3:]:
-        c["num_stages"] = 5
+    # one deep-pipeline dot tile (Qwen3's M = 8 pick), compiled at its 5 stages: 61 KiB of the 64 KiB gfx942
+    # LDS if every stage is buffered. Only one: the 5-stage compiles took 10-24 s each for gfx950 on the
+    # 2-core dev machine (triton 3.9, 2026-12-01), too much for CI's budget
+    main_case("gateup_deepdot_s5_m8_bf16", "bf16", 2, Config(16, 32, 128, 1, 4, 5, True))
+    cases[-1]["num_stages"] = 5
     main_case("qkv_m4_fp32_ieee", "fp32", 3, default_config(4, (512, 128, 128), 512, torch.float32), ieee=True)
     red_sig = {"P": "*fp32", **{f"B{i}": "*bf16" for i in range(4)}, **{f"Y{i}": "*bf16" for i in range(4)}}
     red_sig.update({n: "i32" for n in ("M", "N0", "N1", "N2", "N3", "C1", "C2", "C3", "NTOT")})
