@@ -162,7 +162,9 @@ def layer_rows(args, bw_gbs: float, cuda: bool, dev: str) -> list[dict]:
 
 def _cfg_str(c) -> str:
     kind = "dot" if c.dot else "fma"
-    return f"{kind} m{c.block_m} n{c.block_n} k{c.block_k} split{c.split_k} w{c.num_warps} s{c.num_stages}"
+    tail = "".join(s for s, on in ((" late", getattr(c, "late", False)), (" full", getattr(c, "full", False)),
+                                   (" evict", getattr(c, "evict", False))) if on and not c.dot)
+    return f"{kind} m{c.block_m} n{c.block_n} k{c.block_k} split{c.split_k} w{c.num_warps} s{c.num_stages}{tail}"
 
 
 # ---------------------------------------------------------------------------------------------- whole step

@@ -57,6 +57,22 @@ def test_gemv_tiles_are_correct(m):
             torch.testing.assert_close(o.float(), F.linear(x, w, b).float(), rtol=2e-2, atol=2e-3, msg=str(cfg))
 
 
+@pytest.mark.parametrize("m", [1, 5, 8])
+def test_full_k_gemv_and_deep_dot_configs_are_correct(m):
+    """Every full-K GEMV config (and, at M = 8, deep-pipeline dot config) the sweep may pick, Qwen3-0.6B
+    q/k/v (K = 1024) with a bias on one weight."""
+    from rocm_inductor.providers.triton import gemm_merge as gm
+
+    x, ws, bs = _case(m, (2048, 1024, 1024), 1024)
+    bs[2] = torch.randn(1024, device="cuda", dtype=x.dtype)
+    cfgs = gm.gemv_full_configs(m, (2048, 1024, 1024), 1024, gm._sms(), gm.warp_size())
+    cfgs += gm.deep_dot_configs(m, (2048, 1024, 1024), 1024, x.dtype, gm._sms(), gm.warp_size())
+    assert cfgs
+    for cfg in cfgs:
+        for o, w, b in zip(gm.merged_gemm(x, ws, bs, cfg), ws, bs, strict=True):
+            torch.testing.assert_close(o.float(), F.linear(x, w, b).float(), rtol=2e-2, atol=2e-3, msg=str(cfg))
+
+
 def test_capture_of_an_untuned_shape_launches_the_default_config():
     from rocm_inductor.providers.triton import gemm_merge as gm
 

@@ -162,6 +162,65 @@ def test_gemv_configs_pruned_and_bounded():
     assert not any(c.late for c in gm.candidates(16, (2048, 512, 512), 2048, torch.bfloat16, 132, 32))
 
 
+# ------------------------------------------------------------------------ the full-K GEMV tile (issue 19)
+
+
+@pytest.mark.parametrize("dtype", (torch.bfloat16, torch.float16), ids=str)
+@pytest.mark.parametrize("m,bias", [(1, True), (5, False), (8, True)])
+def test_full_k_gemv_tile_equals_separate_gemms(dtype, m, bias):
+    """The full-K GEMV tile (one weight load per program, M rows in registers), 16-bit dtypes, M 1..8:
+    BLOCK_K = K padded (72 -> 128, masked), a 3-way K split (BLOCK_K 32, masked tail), an even-K case
+    (K = 64), evict_first on/off, N not a multiple of BLOCK_N, with and without bias."""
+    x, ws, bs = _inputs(m, dtype, bias)
+    bm = gm._pow2_at_least(m)
+    for cfg in (gm.Config(bm, 4, 128, 1, 4, 1, False, False, True, True),
+                gm.Config(bm, 16, 32, 3, 4, 1, False, False, True, False)):
+        _check(gm.merged_gemm(x, ws, bs, cfg), x, ws, bs)
+    x, ws, bs = _inputs(m, dtype, bias, ns=(24, 7), k=64)
+    _check(gm.merged_gemm(x, ws, bs, gm.Config(bm, 8, 64, 1, 4, 1, False, False, True, True)), x, ws, bs)
+
+
+def test_full_k_gemv_configs_pruned_and_bounded():
+    """Full-K configs: M <= 8 only, BLOCK_K * split covers K, <= 1024 threads at wave64, elements per thread
+    within GEMV_FULL_ELEMS, splits only where the column blocks do not fill the SMs; a too-short BLOCK_K is
+    refused rather than silently dropping K; the tuner's candidates include one."""
+    assert gm.gemv_full_configs(9, (512,), 2048, 132, 32) == []
+    for m in (1, 3, 8):
+        for warp in (32, 64):
+            for ns, k in (((2048, 512, 512), 2048), ((512,), 2048), ((2048, 1024, 1024), 1024)):
+                cfgs = gm.gemv_full_configs(m, ns, k, 132, warp)
+                assert cfgs
+                for c in cfgs:
+                    assert c.full and not c.dot and c.block_m >= m and c.num_warps * warp <= 1024
+                    assert c.block_k * c.split_k >= k
+                    e = c.block_n * c.block_k / (c.num_warps * warp)
+                    assert gm.GEMV_FULL_ELEMS[0] <= e <= gm.GEMV_FULL_ELEMS[1]
+                    assert c.split_k == 1 or gm._blocks(ns, c.block_n) < 132
+    assert any(c.split_k > 1 for c in gm.gemv_full_configs(1, (512,), 2048, 132, 32))
+    assert not any(c.split_k > 1 for c in gm.gemv_full_configs(1, (8192, 8192), 2048, 132, 32))
+    assert any(c.full for c in gm.candidates(1, (2048, 512, 512), 2048, torch.bfloat16, 132, 32))
+    assert not any(c.full for c in gm.candidates(16, (2048, 512, 512), 2048, torch.bfloat16, 132, 32))
+    assert not any(c.full for c in gm.sweep_configs(1, (512,), 2048, torch.float32, 132, 32))
+    x, ws, bs = _inputs(1, torch.bfloat16, False)
+    with pytest.raises(ValueError, match="BLOCK_K"):
+        gm.merged_gemm(x, ws, bs, gm.Config(1, 4, 32, 2, 4, 1, False, False, True))
+
+
+def test_deep_dot_configs_fit_lds_and_run():
+    """Deep-pipeline dot configs: M 8..32 and 16-bit only, within the 64 KiB gfx942 LDS for their stages,
+    <= 1024 threads at wave64; one of them (interpreter: the stages are a GPU schedule only) is correct."""
+    assert gm.deep_dot_configs(4, (512,), 2048, torch.bfloat16, 132, 32) == []
+    assert gm.deep_dot_configs(16, (512,), 2048, torch.float32, 132, 32) == []
+    for m in (8, 16, 32):
+        cfgs = gm.deep_dot_configs(m, (2048, 512, 512), 2048, torch.bfloat16, 132, 64)
+        assert cfgs and any(c.split_k == 1 for c in cfgs)
+        for c in cfgs:
+            assert c.dot and c.block_m >= m and c.num_warps * 64 <= 1024
+            assert (c.block_m + c.block_n) * c.block_k * 2 * c.num_stages <= gm.STAGE_LDS_BYTES
+    x, ws, bs = _inputs(12, torch.bfloat16, True)
+    _check(gm.merged_gemm(x, ws, bs, gm.Config(16, 16, 32, 1, 4, 5, True)), x, ws, bs)
+
+
 def test_measured_table_picks_and_refuses(tmp_path, monkeypatch):
     """The sweep's table: its config is looked up by the smallest measured M >= m; a bucket where ours lost
     to separate cuBLAS is refused by check() with the numbers (symbolic M: any loss up to its bound); a shape
@@ -193,3 +252,20 @@ def dataclasses_asdict(c):
     import dataclasses
 
     return dataclasses.asdict(c)
+
+
+def test_shipped_table_measures_qwen3_and_still_refuses_losses():
+    """The shipped H200 table (session 3): Qwen3-0.6B q/k/v and gate/up are measured and taken at M = 1, 8,
+    32 (the full-K GEMV tile at M = 1); a Llama-3.2-1B merge it measured slower (gate/up at M = 8: 23.05 vs
+    22.78 us) is still refused."""
+    dev = "NVIDIA H200"
+    if not gm.table_entries(1024, (2048, 1024, 1024), torch.bfloat16, dev):
+        pytest.skip("table without the H200 Qwen3 entries")
+    for ns in ((2048, 1024, 1024), (3072, 3072)):
+        for m in (1, 8, 32):
+            spec = dict(dtype=torch.bfloat16, k=1024, ns=ns, m=m, m_upper=m)
+            assert gm.measured_loss(spec, dev) is None, (ns, m)
+        cfg = gm.table_config(1, 1024, ns, torch.bfloat16, dev)
+        assert cfg.full and not cfg.dot and cfg.block_k * cfg.split_k >= 1024
+    spec = dict(dtype=torch.bfloat16, k=2048, ns=(8192, 8192), m=8, m_upper=8)
+    assert "slower than separate cuBLAS" in gm.measured_loss(spec, dev)

@@ -41,6 +41,21 @@ register tile, summed over K once after the loop. Measured (H200, torch 2.11, tr
 ``benchmarks/results/decode_gemm_layer.md``): it wins at M = 1 and 2 (Llama-3.2-1B q/k/v 6.54 us at M = 1 vs
 9.8 us for the dot tile before it, separate cuBLAS 18.1 us, concatenated cuBLAS 6.86 us; gate/up 21.95 us
 vs 22.55 separate); from M = 4 the dot tile with M padded to 16 wins (q/k/v 9.3 us at M = 4 / 8).
+Its K loop is a runtime loop without ``tl.dot``, which Triton does not pipeline: one DRAM round trip per K step,
+~8 KB in flight per program, the speed of a naive read of the same bytes (issue 19's CUPTI diagnosis).
+
+Full-K GEMV tile (``full=True``, M <= 8, 16-bit): BLOCK_K covers the program's whole K range (K / split_k
+padded to a power of two), so a program issues all its weight loads (BLOCK_N x K, 16-128 elements per thread)
+before the first FMA; then each row of x (``tl.static_range``) is multiplied and summed over K once.
+``evict=True`` loads the weights ``evict_first``. Measured (H200, torch 2.11, triton 3.6, 2026-12-01, session
+3 rows of ``benchmarks/results/decode_gemm_layer.md``), M = 1: Llama-3.2-1B q/k/v 5.37 us (concatenated cuBLAS
+6.93, separate 18.02, floor 2.96), gate/up 18.52 us (20.4 / 23.41 / 15.79); Qwen3-0.6B q/k/v 4.23 us (5.42 /
+19.98 / 1.98), gate/up 5.28 us (6.63 / 10.69 / 2.96). evict_first was 0-0.44 us faster in each of the 10
+pairs swept (never slower).
+At M = 8 it loses (Qwen3 q/k/v 10.4 us: one cross-thread sum per row) to the deep-pipeline dot tile
+(:func:`deep_dot_configs`: num_stages 5, 4 warps, no K split: Qwen3 q/k/v 5.95 us at M = 8, 6.27 at 32 vs
+8.0 / 8.3 for the 8-warp 3-stage split-K dot tiles; which of the three changes made the difference is not
+measured: no 4-warp 3-stage no-split twin was in that sweep).
 
 Measured table: ``benchmarks/sweep_decode_gemm.py`` times :func:`sweep_configs` per shape and M and writes
 the fastest to ``gemm_merge_tuned.json`` (with ours vs separate cuBLAS); :func:`pick_config` uses it first
@@ -79,6 +94,10 @@ class Config:
         dot: ``tl.dot`` tiles (True) or a broadcast multiply + sum (False).
         late: (with ``dot=False``) the GEMV tile: products accumulate in a (BLOCK_M, BLOCK_N, BLOCK_K) float32
             register tile, summed over K once after the K loop (no cross-thread reduction per K step).
+        full: (with ``dot=False``) the full-K GEMV tile: BLOCK_K covers the program's whole K range (K / split_k
+            padded to a power of two), so every weight load of a program is issued before the first FMA (one
+            iteration, no K loop); then one ``tl.sum`` over K per row of x (M in registers, one row at a time).
+        evict: load the weights with ``eviction_policy="evict_first"`` (they are streamed once per step).
     """
 
     block_m: int
@@ -89,6 +108,8 @@ class Config:
     num_stages: int = 3
     dot: bool = True
     late: bool = False
+    full: bool = False
+    evict: bool = False
 
 
 @triton.jit
@@ -108,12 +129,17 @@ def _load_xw(x_ptrs, w_ptrs, k0, offs_k, k_hi, EVEN_K: tl.constexpr):
 def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, nb, ks,
           HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
           SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr,
-          MANUAL_BF16: tl.constexpr, LATE: tl.constexpr):
+          MANUAL_BF16: tl.constexpr, LATE: tl.constexpr, FULL: tl.constexpr, EVICT: tl.constexpr):
     """Column block ``nb`` of one weight (``N`` rows, K contiguous) times x, over K split ``ks``.
 
     ``LATE`` (the GEMV tile, ``DOT`` False): each thread keeps its products of contiguous K elements (Triton
     vectorises the weight row loads to 16 bytes when the row stride allows) in a 3-D float32 tile and the
     K sum happens once at the end, in a fixed order.
+
+    ``FULL`` (the full-K GEMV tile, ``DOT`` False, BLOCK_K >= the K range): one (BLOCK_N, BLOCK_K) weight load
+    (all of the program's bytes in flight at once, instead of one DRAM round trip per K step of a runtime
+    loop), then per row of x (``tl.static_range``: M stays in registers) a float32 multiply and one ``tl.sum``
+    over K; row ``mi`` of the result is selected into the (BLOCK_M, BLOCK_N) accumulator.
     """
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = nb * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -127,7 +153,28 @@ def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, n
     offs_k = tl.arange(0, BLOCK_K)
     x_ptrs = X + x_rows[:, None].to(tl.int64) * stride_xm + (k_lo + offs_k)[None, :] * stride_xk
     w_ptrs = W + rows_n[:, None].to(tl.int64) * stride_wn + (k_lo + offs_k)[None, :]
-    if LATE:
+    if FULL:
+        if EVEN_K:
+            if EVICT:
+                w = tl.load(w_ptrs, eviction_policy="evict_first")
+            else:
+                w = tl.load(w_ptrs)
+        else:
+            mk = (k_lo + offs_k) < k_hi
+            if EVICT:
+                w = tl.load(w_ptrs, mask=mk[None, :], other=0.0, eviction_policy="evict_first")
+            else:
+                w = tl.load(w_ptrs, mask=mk[None, :], other=0.0)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for mi in tl.static_range(BLOCK_M):
+            xr_ptrs = X + tl.where(mi < M, mi, 0).to(tl.int64) * stride_xm + (k_lo + offs_k) * stride_xk
+            if EVEN_K:
+                xr = tl.load(xr_ptrs)
+            else:
+                xr = tl.load(xr_ptrs, mask=(k_lo + offs_k) < k_hi, other=0.0)
+            row = tl.sum(w.to(tl.float32) * xr.to(tl.float32)[None, :], axis=1)
+            acc = tl.where(offs_m[:, None] == mi, row[None, :], acc)
+    elif LATE:
         acc3 = tl.zeros((BLOCK_M, BLOCK_N, BLOCK_K), dtype=tl.float32)
         for k0 in range(k_lo, k_hi, BLOCK_K):
             x, w = _load_xw(x_ptrs, w_ptrs, k0, offs_k, k_hi, EVEN_K)
@@ -168,7 +215,7 @@ def _merged_gemm_kernel(
     NUM_W: tl.constexpr, HB0: tl.constexpr, HB1: tl.constexpr, HB2: tl.constexpr, HB3: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
     EVEN_K: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr, MANUAL_BF16: tl.constexpr,
-    LATE: tl.constexpr,
+    LATE: tl.constexpr, FULL: tl.constexpr, EVICT: tl.constexpr,
 ):
     """Program (column block ``pid0``, K split ``pid1``); column blocks C1, C2, C3 start weights 1, 2, 3.
 
@@ -178,22 +225,23 @@ def _merged_gemm_kernel(
     ks = tl.program_id(1)
     if pid < C1:
         _tile(X, W0, B0, Y0, P, M, N0, K, 0, NTOT, stride_xm, stride_xk, SW0, pid, ks, HB0, BLOCK_M, BLOCK_N,
-              BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16, LATE)
+              BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16, LATE, FULL, EVICT)
     else:
         if NUM_W > 1:
             if pid < C2:
                 _tile(X, W1, B1, Y1, P, M, N1, K, N0, NTOT, stride_xm, stride_xk, SW1, pid - C1, ks, HB1,
-                      BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16, LATE)
+                      BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16, LATE, FULL, EVICT)
             else:
                 if NUM_W > 2:
                     if pid < C3:
                         _tile(X, W2, B2, Y2, P, M, N2, K, N0 + N1, NTOT, stride_xm, stride_xk, SW2, pid - C2,
-                              ks, HB2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16, LATE)
+                              ks, HB2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16, LATE, FULL,
+                              EVICT)
                     else:
                         if NUM_W > 3:
                             _tile(X, W3, B3, Y3, P, M, N3, K, N0 + N1 + N2, NTOT, stride_xm, stride_xk, SW3,
                                   pid - C3, ks, HB3, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE,
-                                  MANUAL_BF16, LATE)
+                                  MANUAL_BF16, LATE, FULL, EVICT)
 
 
 @triton.jit
@@ -484,12 +532,93 @@ def gemv_configs(m: int, ns: tuple[int, ...], k: int, sms: int, warp: int) -> li
     return out
 
 
+#: 16-bit weight elements each thread of a full-K GEMV tile loads (BLOCK_N * BLOCK_K / threads): 16-128, i.e.
+#: 2-16 16-byte loads in flight per thread (8-64 32-bit registers for the packed tile). Issue 19's diagnosis
+#: (H200, 2026-12-01, CUPTI kernel times): the runtime-K-loop GEMV tile had ~8 KB in flight per program
+#: and ran at the speed of a naive read; the upper end is bounded by the AOT spill check
+#: (tests/test_triton_aot.py, sm_90 and gfx942), the rest is left to the sweep.
+GEMV_FULL_ELEMS = (16, 128)
+
+
+def gemv_full_tiles(m: int, k: int, split: int, warp: int) -> list[tuple[int, int, int]]:
+    """(BLOCK_N, BLOCK_K, num_warps) of the full-K GEMV tile at M <= :data:`GEMV_MAX_M` and K split ``split``:
+    BLOCK_K = ceil(K / split) padded to a power of two (>= 16), BLOCK_N 1-16, 4 or 8 warps with
+    ``num_warps * warp <= 1024``, :data:`GEMV_FULL_ELEMS` weight elements per thread. Empty above M = 8."""
+    if m > GEMV_MAX_M:
+        return []
+    bk = max(16, _pow2_at_least(triton.cdiv(k, split)))
+    out = []
+    for warps in (4, 8):
+        if warps * warp > MAX_THREADS:
+            continue
+        for bn in (1, 2, 4, 8, 16):
+            e = bn * bk / (warps * warp)
+            if GEMV_FULL_ELEMS[0] <= e <= GEMV_FULL_ELEMS[1]:
+                out.append((bn, bk, warps))
+    return out
+
+
+def gemv_full_configs(m: int, ns: tuple[int, ...], k: int, sms: int, warp: int) -> list[Config]:
+    """Full-K GEMV configs (:func:`gemv_full_tiles`), weights loaded ``evict_first``; without a K split, and
+    with the smallest power-of-two split (<= 8) that fills the SMs where the column blocks alone cannot
+    (a split-K reduce launch costs ~1-2 us, issue 19's CUPTI diagnosis); plus the normal-eviction twins of the
+    64-elements-per-thread tiles, so the sweep shows what ``evict_first`` is worth."""
+    out = []
+    bm = _pow2_at_least(m)
+    for split in (1, 2, 4, 8):
+        if split > 1 and k < 16 * split:
+            break
+        for bn, bk, warps in gemv_full_tiles(m, k, split, warp):
+            blocks = _blocks(ns, bn)
+            if split > 1 and (blocks >= sms or blocks * split // 2 >= sms or warps != 4):
+                continue  # columns fill the SMs already (or a smaller split did); splits at 4 warps only
+            out.append(Config(bm, bn, bk, split, warps, 1, False, False, True, True))
+            if split == 1 and bn * bk == 64 * warps * warp:
+                out.append(Config(bm, bn, bk, split, warps, 1, False, False, True, False))
+    return out
+
+
+#: LDS bytes a swept ``tl.dot`` config may ask for its pipeline stages ((BLOCK_M + BLOCK_N) * BLOCK_K * 2 B per
+#: stage): gfx942's 64 KiB (the smallest of our targets; sm_90 has 227 KiB).
+STAGE_LDS_BYTES = 64 << 10
+
+
+def deep_dot_configs(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int, warp: int) -> list[Config]:
+    """``tl.dot`` tiles with a deeper software pipeline (num_stages 5: more K blocks of the weight in flight
+    per program, the lever issue 19's diagnosis points at) for M 8..32, 16-bit dtypes: BLOCK_N 16/32 of
+    :func:`tiles` at 4 warps, at the automatic K split and without a split, within :data:`STAGE_LDS_BYTES`;
+    plus each tile's 3-stage, no-split twin (to separate the stages' effect from the 4 warps' and the split's).
+    Caveat: AOT compiles with the local triton 3.9 report the same shared memory at num_stages 1, 3 and 5
+    (even for a plain dot loop), so that Triton pipelines this loop is not confirmed from the CPU machine."""
+    if not GEMV_MAX_M <= m <= MAX_M or dtype == torch.float32:
+        return []
+    block_m = 16 if m <= 16 else 32
+    out = []
+    for bn, bk, warps in tiles(block_m, k, dtype, warp):
+        if bn > 32 or warps != 4:  # 4 warps: the 8-warp dot tiles are candidates() already (3 stages)
+            continue
+        stages = 5
+        while bk > 64 and (block_m + bn) * bk * 2 * stages > STAGE_LDS_BYTES:
+            bk //= 2
+        if (block_m + bn) * bk * 2 * stages > STAGE_LDS_BYTES:
+            continue
+        split = _split_for(ns, k, bn, bk, sms)
+        for sp in sorted({split, 1}):
+            out.append(Config(block_m, bn, bk, sp, warps, stages, True))
+        # the 3-stage twin: session 3's winners (4 warps, 5 stages, no split) had none, so what the 5 stages
+        # are worth (vs the 4 warps and the missing split) is not measured yet
+        out.append(Config(block_m, bn, bk, 1, warps, 3, True))
+    return out
+
+
 def sweep_configs(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int, warp: int) -> list[Config]:
-    """What ``benchmarks/sweep_decode_gemm.py`` times per shape: :func:`candidates` plus every
-    :func:`gemv_configs` entry (16-bit dtypes only; float32 keeps the dot tiles)."""
+    """What ``benchmarks/sweep_decode_gemm.py`` times per shape: :func:`candidates` (with two runtime-K-loop
+    GEMV tiles) plus every :func:`gemv_full_configs` and :func:`deep_dot_configs` entry (16-bit dtypes only;
+    float32 keeps the dot tiles)."""
     out = list(candidates(m, ns, k, dtype, sms, warp))
     if dtype != torch.float32:
-        out += [c for c in gemv_configs(m, ns, k, sms, warp) if c not in out]
+        out += [c for c in gemv_full_configs(m, ns, k, sms, warp) + deep_dot_configs(m, ns, k, dtype, sms, warp)
+                if c not in out]
     return out
 
 
@@ -513,6 +642,10 @@ def candidates(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int
     if m <= GEMV_MAX_M and dtype != torch.float32:  # two GEMV tiles: narrow and wide column blocks
         g = gemv_configs(m, ns, k, sms, warp)
         out += g[:1] + g[-1:]
+        full = gemv_full_configs(m, ns, k, sms, warp)  # and the full-K tile nearest 64 elements per thread
+        if full:
+            out.append(min(full, key=lambda c: (abs(c.block_n * c.block_k / (c.num_warps * warp) - 64),
+                                                c.split_k, not c.evict, c.num_warps)))
     seen, kept = set(), []
     for c in out:
         if c not in seen and c.num_warps * warp <= MAX_THREADS:
@@ -571,6 +704,8 @@ def launch(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tens
     sw = pad([w.stride(0) for w in weights], weights[0].stride(0))
     hb = pad([b is not None for b in biases], False)
     split = cfg.split_k
+    if cfg.full and not cfg.dot and cfg.block_k * split < k:
+        raise ValueError(f"full-K GEMV tile needs BLOCK_K * SPLIT_K >= K, got {cfg.block_k} * {split} < {k}")
     work = torch.empty((split, m, ntot), dtype=torch.float32, device=x.device) if split > 1 else outs[0]
     even_k = k % (cfg.block_k * split) == 0
     manual = _interpreting()
@@ -581,7 +716,8 @@ def launch(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tens
             x, *ws, *bs, *ys, work, m, k, *nsp, *sw, c1, c2, c3, ntot, x.stride(0), x.stride(1),
             NUM_W=nw, HB0=hb[0], HB1=hb[1], HB2=hb[2], HB3=hb[3], BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
             BLOCK_K=cfg.block_k, SPLIT_K=split, EVEN_K=even_k, DOT=cfg.dot, IEEE=ieee, MANUAL_BF16=manual,
-            LATE=cfg.late and not cfg.dot, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+            LATE=cfg.late and not cfg.dot, FULL=cfg.full and not cfg.dot, EVICT=cfg.evict and not cfg.dot,
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages)
         if split > 1:
             _reduce_kernel[(cum[-1],)](
                 work, *bs, *ys, m, *nsp, c1, c2, c3, ntot, NUM_W=nw, HB0=hb[0], HB1=hb[1], HB2=hb[2],
@@ -682,7 +818,7 @@ def _signature(dt: str, nw: int) -> dict[str, str]:
                  "stride_xm", "stride_xk"):
         sig[name] = "i32"
     for name in ("NUM_W", "HB0", "HB1", "HB2", "HB3", "BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "EVEN_K",
-                 "DOT", "IEEE", "MANUAL_BF16", "LATE"):
+                 "DOT", "IEEE", "MANUAL_BF16", "LATE", "FULL", "EVICT"):
         sig[name] = "constexpr"
     return sig
 
@@ -702,7 +838,8 @@ def aot_cases() -> list[dict]:
             "constexprs": {"NUM_W": nw, "HB0": hb[0], "HB1": hb[1], "HB2": hb[2], "HB3": hb[3],
                            "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
                            "SPLIT_K": cfg.split_k, "EVEN_K": even_k, "DOT": cfg.dot, "IEEE": ieee,
-                           "MANUAL_BF16": False, "LATE": cfg.late and not cfg.dot},
+                           "MANUAL_BF16": False, "LATE": cfg.late and not cfg.dot,
+                           "FULL": cfg.full and not cfg.dot, "EVICT": cfg.evict and not cfg.dot},
             "num_warps": cfg.num_warps})
 
     bf = torch.bfloat16
@@ -720,6 +857,20 @@ def aot_cases() -> list[dict]:
     main_case("gateup_gemv_m8_bf16", "bf16", 2, Config(8, 8, 256, 1, 8, 3, False, True))
     main_case("kproj_gemv_m4_fp16_bias", "fp16", 1, Config(4, 8, 256, 4, 4, 3, False, True), hb=(True,) * 4,
               even_k=False)
+    # the full-K GEMV tile (issue 19 session 3): the 64- and 128-elements-per-thread ends, M = 1 and 8, a
+    # masked K (896 -> 1024) with biases, a K split (k_proj-sized), evict_first on and off
+    main_case("qkv_gemvfull_m1_bf16", "bf16", 3, Config(1, 4, 2048, 1, 4, 1, False, False, True, True))
+    main_case("qkv_gemvfull_n8_m1_bf16", "bf16", 3, Config(1, 8, 2048, 1, 4, 1, False, False, True, False))
+    main_case("gateup_gemvfull_m8_bf16", "bf16", 2, Config(8, 16, 2048, 1, 8, 1, False, False, True, True))
+    main_case("qkv_qwen3_gemvfull_m1_bf16", "bf16", 3, Config(1, 8, 1024, 1, 4, 1, False, False, True, True))
+    main_case("qkv_bias_gemvfull_m4_fp16", "fp16", 3, Config(4, 4, 1024, 1, 4, 1, False, False, True, True),
+              hb=(True, True, True, False), even_k=False)
+    main_case("kproj_gemvfull_split2_m1_bf16", "bf16", 1, Config(1, 8, 1024, 2, 4, 1, False, False, True, True))
+    # one deep-pipeline dot tile (Qwen3's M = 8 pick), compiled at its 5 stages: 61 KiB of the 64 KiB gfx942
+    # LDS if every stage is buffered. Only one: the 5-stage compiles took 10-24 s each for gfx950 on the
+    # 2-core dev machine (triton 3.9, 2026-12-01), too much for CI's budget
+    main_case("gateup_deepdot_s5_m8_bf16", "bf16", 2, Config(16, 32, 128, 1, 4, 5, True))
+    cases[-1]["num_stages"] = 5
     main_case("qkv_m4_fp32_ieee", "fp32", 3, default_config(4, (512, 128, 128), 512, torch.float32), ieee=True)
     red_sig = {"P": "*fp32", **{f"B{i}": "*bf16" for i in range(4)}, **{f"Y{i}": "*bf16" for i in range(4)}}
     red_sig.update({n: "i32" for n in ("M", "N0", "N1", "N2", "N3", "C1", "C2", "C3", "NTOT")})
