@@ -47,6 +47,7 @@ import torch  # noqa: E402
 import rocm_inductor  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import cli  # noqa: E402  (benchmarks/cli.py)
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
 from timing import time_call, versions  # noqa: E402  (benchmarks/timing.py)
 
@@ -60,27 +61,17 @@ FIRST_GUESS_S = 30.0
 _mark = getattr(torch.compiler, "cudagraph_mark_step_begin", lambda: None)
 
 
-def _ints(s: str) -> list[int]:
-    return [int(x) for x in s.split(",") if x.strip()]
-
-
 def parse_args(argv=None) -> argparse.Namespace:
     """Command line (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", default="llama,qwen3,gemma", help=f"families: {sorted(hf_models.FAMILIES)}")
     p.add_argument("--max-cache-len", default="1024,4096", help="StaticCache lengths")
     p.add_argument("--batches", default="1,8,32")
-    p.add_argument("--pos", type=int, default=512, help="decode position (valid cache slots = pos + 1)")
+    cli.add_step_args(p, reps=20, rounds=5, budget_s=470.0)
     p.add_argument("--configs", default=",".join(CONFIGS))
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--reps", type=int, default=20)
     p.add_argument("--provider", default=None, help="force a rocm_fused provider (default: the platform's)")
     p.add_argument("--attention-provider", default=None,
                    help="force only decode_attention's provider (options providers={'decode_attention': ...})")
-    p.add_argument("--layers", type=int, default=None, help="override the family's layer count")
-    p.add_argument("--budget-s", type=float, default=470.0, help="skip runs that would end past this")
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--tiny", action="store_true", help="2-layer models (smoke test)")
     p.add_argument("--out", default="benchmarks/results")
     return p.parse_args(argv)
 
@@ -89,7 +80,7 @@ def plan(args) -> list[tuple[str, int, int, str]]:
     """(model, max_cache_len, batch, config) in priority order: the first model at the first cache length,
     the first model at the others, then every other model at each cache length in turn."""
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    lens, batches = _ints(args.max_cache_len), _ints(args.batches)
+    lens, batches = cli.ints(args.max_cache_len), cli.ints(args.batches)
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     unknown = sorted(set(configs) - set(CONFIGS) | set(models) - set(hf_models.FAMILIES))
     if unknown:

@@ -52,6 +52,7 @@ import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(1, str(pathlib.Path(__file__).resolve().parents[1]))  # rocm_inductor without an install
+import cli  # noqa: E402  (benchmarks/cli.py)
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
 from timing import copy_bandwidth_gbs, graph_time_us, time_call, versions, write_results  # noqa: E402
 
@@ -64,10 +65,6 @@ SHAPES = {"llama": (2048, 2048, 512, 8192, 128256), "qwen3": (1024, 2048, 1024, 
 TINY_SHAPES = {"llama": (64, 64, 32, 96, 256), "qwen3": (64, 64, 32, 96, 256)}
 
 
-def _ints(s: str) -> list[int]:
-    return [int(x) for x in s.split(",") if x.strip()]
-
-
 def parse_args(argv=None) -> argparse.Namespace:
     """Command line (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -76,14 +73,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--configs", default="inductor,rocm_fused,inductor_freezing", help=f"of {list(CONFIGS)}")
     p.add_argument("--no-layer", action="store_true", help="skip the per-layer table")
     p.add_argument("--no-step", action="store_true", help="skip the whole decode step")
-    p.add_argument("--layers", type=int, default=None, help="override the models' layer count (step only)")
-    p.add_argument("--pos", type=int, default=512)
+    cli.add_step_args(p, reps=20, rounds=5, budget_s=225.0)
     p.add_argument("--max-cache-len", type=int, default=1024)
-    p.add_argument("--reps", type=int, default=20, help="steps per timing round")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--budget-s", type=float, default=225.0, help="skip step runs that would end past this")
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--tiny", action="store_true", help="tiny shapes, 1-layer models (smoke test)")
     p.add_argument("--out", default="benchmarks/results")
     return p.parse_args(argv)
 
@@ -132,7 +123,7 @@ def layer_rows(args, bw_gbs: float, cuda: bool, dev: str) -> list[dict]:
             sets = [[torch.randn(n, hidden, device=dev, dtype=dtype, generator=g) * 0.02 for n in ns]
                     for _ in range(n_copies)]
             cats = [torch.cat(ws) for ws in sets] if len(ns) > 1 else None
-            for m in _ints(args.buckets):
+            for m in cli.ints(args.buckets):
                 x = torch.randn(m, hidden, device=dev, dtype=dtype)
                 floor_us = (wbytes + m * hidden * esize + m * sum(ns) * esize) / (bw_gbs * 1e3)
                 sep = _time_rotating([lambda ws=ws, x=x: [F.linear(x, w) for w in ws] for ws in sets], cuda)
@@ -248,7 +239,7 @@ def plan(args) -> list[tuple[str, int, str]]:
     if unknown:
         raise SystemExit(f"unknown config(s) {unknown}; valid: {list(CONFIGS)}")
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    buckets = _ints(args.buckets)
+    buckets = cli.ints(args.buckets)
     runs = []
     for b in buckets:
         for m in models:

@@ -41,6 +41,7 @@ import time
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import cli  # noqa: E402  (benchmarks/cli.py)
 import hf_models  # noqa: E402  (benchmarks/hf_models.py: the model and step, shared with decode.py)
 from timing import time_call  # noqa: E402  (benchmarks/timing.py)
 
@@ -54,10 +55,6 @@ def _private_caches() -> None:
 CONFIGS = ("inductor", "rocm_fused_l1", "rocm_fused_l2", "rocm_fused_l2_nocdt", "inductor_ma")
 
 
-def _ints(s: str) -> list[int]:
-    return [int(x) for x in s.split(",") if x.strip()]
-
-
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default="benchmarks/results")
@@ -69,14 +66,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--tag", default="", help="suffix of the output files (gemm_levels_TAG.md/.csv)")
     p.add_argument("--merge", nargs="+", metavar="CSV", help="merge CSVs of earlier runs into one table and exit")
     p.add_argument("--configs", default=",".join(CONFIGS))
-    p.add_argument("--reps", type=int, default=50, help="steps per timing round")
-    p.add_argument("--rounds", type=int, default=3, help="timing rounds (median and spread reported)")
-    p.add_argument("--layers", type=int, default=16)
-    p.add_argument("--pos", type=int, default=512, help="decode position in the static cache")
+    cli.add_step_args(p, reps=50, rounds=3, budget_s=480.0, layers=16)
     p.add_argument("--max-cache-len", type=int, default=1024)
-    p.add_argument("--budget-s", type=float, default=480.0, help="skip runs once this much time is spent")
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--tiny", action="store_true", help="small model (smoke test)")
     return p.parse_args(argv)
 
 
@@ -162,9 +153,10 @@ def plan(args) -> list[tuple[str, str, int, int]]:
     unknown = sorted(set(configs) - set(CONFIGS))
     if unknown:
         raise SystemExit(f"unknown config(s) {unknown}; valid: {list(CONFIGS)}")
-    only = {"inductor_ma": set(_ints(args.autotune_buckets)), "rocm_fused_l2_nocdt": set(_ints(args.nocdt_buckets))}
+    only = {"inductor_ma": set(cli.ints(args.autotune_buckets)),
+            "rocm_fused_l2_nocdt": set(cli.ints(args.nocdt_buckets))}
     runs = []
-    for b in _ints(args.buckets):
+    for b in cli.ints(args.buckets):
         for c in configs:
             if c not in only or b in only[c]:
                 runs.append((c, f"decode M={b}", b, 1))

@@ -57,6 +57,7 @@ import torch  # noqa: E402
 import rocm_inductor  # noqa: E402,F401  (registers the custom ops; reports of what each compile rewrote)
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import cli  # noqa: E402  (benchmarks/cli.py)
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
 from timing import capture_graph, time_call, versions, write_results  # noqa: E402  (benchmarks/timing.py)
 
@@ -67,10 +68,6 @@ COLUMNS = ("model", "bucket", "config", "status", "compile_s", "step_us", "sprea
            "argmax_equal", "greedy_equal", "logit_err", "logits_ok", "top2_gap", "rewrites")
 
 
-def _ints(s: str) -> list[int]:
-    return [int(x) for x in s.split(",") if x.strip()]
-
-
 def parse_args(argv=None) -> argparse.Namespace:
     """Command line (see the module docstring)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -78,18 +75,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--buckets", default="1,8,32", help="decode batch sizes")
     p.add_argument("--prefill", type=int, default=512, help="prefill tokens (0 = no prefill bucket)")
     p.add_argument("--configs", default=",".join(CONFIGS), help="inductor is always added")
-    p.add_argument("--rounds", type=int, default=5, help="timing rounds (median and spread reported)")
-    p.add_argument("--reps", type=int, default=20, help="steps per timing round")
+    cli.add_step_args(p, reps=20, rounds=5, budget_s=480.0)
     p.add_argument("--greedy-steps", type=int, default=16)
     p.add_argument("--logit-tol", type=float, default=0.05, help="max |diff| / max |eager logit| for logits_ok")
     p.add_argument("--no-sampler", action="store_true", help="skip the decode step + sampler timing")
     p.add_argument("--provider", default=None, help="force a rocm_fused provider (default: the platform's)")
-    p.add_argument("--layers", type=int, default=None, help="override the family's layer count")
-    p.add_argument("--pos", type=int, default=512, help="decode position in the static cache")
     p.add_argument("--max-cache-len", type=int, default=1024)
-    p.add_argument("--budget-s", type=float, default=480.0, help="skip runs that would end past this")
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--tiny", action="store_true", help="2-layer models (smoke test)")
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--chart", nargs="+", metavar="CSV", help="only draw one chart from these CSVs and exit")
     return p.parse_args(argv)
@@ -316,7 +307,7 @@ def plan(args) -> list[tuple[str, str, str, int, int]]:
     if unknown:
         raise SystemExit(f"unknown config(s) {unknown}; valid: {list(CONFIGS)}")
     configs = [c for c in CONFIGS if c in configs or c == "inductor"]
-    buckets = [(f"decode B={b}", b, 1) for b in _ints(args.buckets)]
+    buckets = [(f"decode B={b}", b, 1) for b in cli.ints(args.buckets)]
     if args.prefill:
         buckets.append((f"prefill {args.prefill}", 1, args.prefill))
     runs = []
