@@ -201,7 +201,7 @@ def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None 
         target = TARGET_PROGRAMS if small else TARGET_PROGRAMS_LARGE
         if not chunk:
             chunk = min(max(triton.next_power_of_2(triton.cdiv(b * v, target)), MIN_CHUNK), MAX_CHUNK)
-    chunk = min(triton.next_power_of_2(chunk), vp)
+    chunk = min(triton.next_power_of_2(chunk), max(vp, 4))  # >= 4: the noise takes four columns per Philox call
     nch = triton.cdiv(v, chunk)
     block = min(chunk, tile)
     rows = max(1, min(max_rows, tile // block, triton.next_power_of_2(max(b, 1))))
@@ -276,31 +276,42 @@ def _row_min_p(MINP_PTR, rows, rmask, minp_val, MINP_ROWS: tl.constexpr, ROWS: t
 
 
 @triton.jit
-def _noise(seed, cols, rows, ROWS: tl.constexpr, W: tl.constexpr):
-    """(ROWS, W) Gumbel noise ``-log(-log(u))``, u = Philox(seed; counter (column, row)), as every draw."""
-    c2 = (cols + tl.zeros([ROWS, W], dtype=tl.int32)).to(tl.uint32)
-    r2 = (rows[:, None] + tl.zeros([ROWS, W], dtype=tl.int64)).to(tl.uint32)
-    r0, _r1, _r2, _r3 = tl.random.philox(seed, c2, r2, c2 * 0, c2 * 0)
-    u = tl.random.uint_to_uniform_float(r0)
-    return -tl.log(-tl.log(u))
+def _philox4(seed, c4, r):
+    """The four uint32 lanes of Philox4x32-10 (``tl.random.philox``: Salmon et al. 2011) keyed by ``seed``
+    (int64) at counter ``(c4, r, 0, 0)``: int tiles of one shape (column // 4, row)."""
+    c4 = c4.to(tl.uint32)
+    return tl.random.philox(seed, c4, r.to(tl.uint32), c4 * 0, c4 * 0)
 
 
 @triton.jit
-def _winner_key(X, stride_x, BAN, stride_ban, GV, GI, rows, rmask, t_safe, m_safe, greedy, mp, NCH,
-                NCHB: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr):
-    """(ROWS,) int64 key of the row's whole-row Gumbel winner (launch 1's per-chunk ``GV``/``GI``, the best
-    chunk, the first among equals, as the pick), or ``_KEY_MIN - 1`` (never accepted) where min-p drops the
-    winner or the row is greedy."""
-    cc = tl.arange(0, NCHB)
-    msk = rmask[:, None] & (cc < NCH)[None, :]
-    gv = tl.load(GV + rows[:, None] * NCH + cc[None, :], mask=msk, other=float("-inf"))
-    c = tl.argmax(gv, axis=1).to(tl.int64)
-    w = tl.load(GI + rows * NCH + c, mask=rmask, other=0)
-    yw = _load_at(X, rows * stride_x + w, BAN, rows * stride_ban + w, rmask, IS_PROBS, HAS_BAN) / t_safe
-    ok = rmask & (~greedy)
-    if USE_MINP:
-        ok = ok & ~(tl.exp(yw - m_safe) < mp)
-    return tl.where(ok, _key(yw).to(tl.int64), _KEY_MIN - 1)
+def _gumbel(r):
+    """Gumbel noise ``-log(-log(u))`` of the 24-bit uniform ``u`` made from uint32 ``r``."""
+    return -tl.log(-tl.log(tl.random.uint_to_uniform_float(r)))
+
+
+@triton.jit
+def _noise(seed, col0, rows, ROWS: tl.constexpr, W: tl.constexpr):
+    """(ROWS, W) float32 Gumbel noise of columns ``col0 .. col0 + W - 1`` (``col0 % 4 == 0``, ``W % 4 == 0``):
+    column c of row r is lane ``c % 4`` of Philox(seed; counter (c // 4, r)), so one Philox call serves four
+    columns (the draw's noise everywhere; :func:`_noise_at` gives the same values at arbitrary columns)."""
+    q = col0 // 4 + tl.arange(0, W // 4)
+    c4 = q[None, :] + tl.zeros([ROWS, W // 4], dtype=tl.int32)
+    r2 = rows[:, None] + tl.zeros([ROWS, W // 4], dtype=tl.int64)
+    a, b, c, d = _philox4(seed, c4, r2)
+    # join(join(a, c), join(b, d)) is (ROWS, W/4, 2, 2) with [.., i, j] = (a, b, c, d)[2i + j]: row-major
+    # reshape puts lane l of counter q at column 4q + l
+    u = tl.reshape(tl.join(tl.join(a, c), tl.join(b, d)), [ROWS, W])
+    return _gumbel(u)
+
+
+@triton.jit
+def _noise_at(seed, cols, rows, ROWS: tl.constexpr, W: tl.constexpr):
+    """:func:`_noise` at a (ROWS, W) int tile of arbitrary columns ``cols`` (one Philox call per element: the
+    top-k path's gathered candidates)."""
+    r2 = rows[:, None] + tl.zeros([ROWS, W], dtype=tl.int64)
+    a, b, c, d = _philox4(seed, cols // 4, r2)
+    lane = cols % 4
+    return _gumbel(tl.where(lane == 0, a, tl.where(lane == 1, b, tl.where(lane == 2, c, d))))
 
 
 @triton.jit
@@ -403,7 +414,7 @@ def _reduce_chunks(P, rows, rmask, NCH, NCHB: tl.constexpr, IS_MAX: tl.constexpr
 def _step_kernel(
     X, stride_x, BAN, stride_ban, SEED,
     T_PTR, K_PTR, P_PTR, MINP_PTR,
-    PMAX, CNT, MASS, ZP, ST, TK, GV, GI,
+    PMAX, CNT, MASS, ZP, ST, TK, GV, GI, OUT,
     B, V, NCH, step, t_val, k_val, p_val, omp_val, minp_val,
     T_ROWS: tl.constexpr, K_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
     USE_K: tl.constexpr, USE_P: tl.constexpr, USE_MINP: tl.constexpr,
@@ -468,13 +479,14 @@ def _step_kernel(
                 cnt += _count_ge(_key(y), m2, piv)
             if WIN:
                 cols = col0 + c0 + ar
-                score = tl.where(greedy_t[:, None], x, y + _noise(seed, cols[None, :], rows, ROWS, BLOCK))
+                score = tl.where(greedy_t[:, None], x, y + _noise(seed, col0 + c0, rows, ROWS, BLOCK))
                 score = tl.where(m2, score, float("-inf"))
                 best, best_i = _running_argmax(score, best, best_i, col0 + c0)
         tl.store(PMAX + rows * NCH + chunk, m, mask=rmask)
         if WIN:
             tl.store(GV + rows * NCH + chunk, best, mask=rmask)
             tl.store(GI + rows * NCH + chunk, best_i, mask=rmask)
+            tl.store(OUT + rows, tl.full([ROWS], -1, tl.int64), mask=lead)  # open: :func:`_chain_kernel`
         if USE_K:
             jn = tl.arange(0, NP)
             tl.store(CNT + ((par_out * B + rows[:, None]) * NCH + chunk) * NP + jn[None, :], cnt,
@@ -493,9 +505,6 @@ def _step_kernel(
         mp = tl.zeros([ROWS], dtype=tl.float32)
         if USE_MINP:
             mp = _row_min_p(MINP_PTR, rows, rmask, minp_val, MINP_ROWS, ROWS)
-        if WIN:
-            wk = _winner_key(X, stride_x, BAN, stride_ban, GV, GI, rows, rmask, t_safe, m_safe, greedy, mp, NCH,
-                             NCHB, USE_MINP, IS_PROBS, HAS_BAN)
 
         # Finish the previous pass: the interval it searched, narrowed by the chunk-summed partials.
         tk = tl.full([ROWS], _KEY_MIN, tl.int64)
@@ -513,14 +522,9 @@ def _step_kernel(
             lo = tl.load(st_in + rows, mask=rmask, other=_KEY_MIN)
             hi = tl.load(st_in + B + rows, mask=rmask, other=_KEY_MIN + 1)
             piv = _pivots(lo, hi, NP)
-            if WIN:
-                piv = _winner_pivot(piv, lo, hi, wk, NP)
             mass = _reduce_parts(MASS, par_in, rows, rmask, B, NCH, ROWS, NP, NCHB, CB, False)
             thr = omp * _reduce_chunks(ZP, rows, rmask, NCH, NCHB, False)
             lo, hi = _narrow(lo, hi, piv, mass <= thr[:, None])
-            if WIN:
-                # winner kept (t <= its key): nothing more to search for this row
-                lo = tl.where(hi <= wk + 1, hi - 1, lo)
             tk = tl.load(TK + rows, mask=rmask, other=_KEY_MIN)
 
         if CUR == 1 or CUR == 2:
@@ -541,8 +545,6 @@ def _step_kernel(
             tl.store(st_out + rows, lo, mask=lead)
             tl.store(st_out + B + rows, hi, mask=lead)
             piv = _pivots(lo, hi, NP)
-            if CUR == 2 and WIN:
-                piv = _winner_pivot(piv, lo, hi, wk, NP)
             # a top-p pass after the first skips the chunk when none of its rows is still searching
             n_run = CHUNK
             if CUR == 2 and PREV == 2:
@@ -596,12 +598,7 @@ def _step_kernel(
                 # p <= 0: only the largest token(s) survive.
                 tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
             keep_from = tl.maximum(tk, tp)
-            # WIN: rows whose launch-1 winner is kept (or greedy: launch 1 took their argmax) keep GV/GI
             won = rows < 0
-            if WIN:
-                won = greedy | (wk >= _KEY_MIN)
-                if PREV == 2:
-                    won = greedy | tl.where(p_on & (p <= 0.0), wk >= key_max, hi <= wk + 1)
             seed = tl.load(SEED).to(tl.int64)
             best = tl.full([ROWS], float("-inf"), tl.float32)
             best_i = tl.zeros([ROWS], dtype=tl.int64) + col0
@@ -613,11 +610,7 @@ def _step_kernel(
                 keep = _key(y).to(tl.int64) >= keep_from[:, None]
                 if USE_MINP:
                     keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
-                c2 = (cols[None, :] + tl.zeros([ROWS, BLOCK], dtype=tl.int32)).to(tl.uint32)
-                r2 = (rows[:, None] + tl.zeros([ROWS, BLOCK], dtype=tl.int64)).to(tl.uint32)
-                r0, _, _, _ = tl.random.philox(seed, c2, r2, c2 * 0, c2 * 0)
-                u = tl.random.uint_to_uniform_float(r0)
-                g = -tl.log(-tl.log(u))
+                g = _noise(seed, col0 + c0, rows, ROWS, BLOCK)
                 score = tl.where(keep & m2, y + g, float("-inf"))
                 score = tl.where(greedy[:, None], x, score)
                 score = tl.where(m2, score, float("-inf"))
@@ -637,11 +630,167 @@ def _winner_pivot(piv, lo, hi, wk, NP: tl.constexpr):
     return tl.where(last & inside[:, None], w1.to(tl.int32)[:, None], piv)
 
 
-@triton.jit
-def _pick_kernel(GV, GI, OUT, B, NCH, ROWS: tl.constexpr, NCHB: tl.constexpr):
-    """Per row, the token of the best chunk (the first chunk among equal values: the lowest index)."""
+_NEED = tl.constexpr(-(2**40))  # candidate state: "drawn by this launch, in its GV/GI partials"
+
+
+@triton.jit(do_not_specialize=["step"])
+def _chain_kernel(
+    X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR,
+    PMAX, MASS, ZP, CS, GV, GI, OUT,
+    B, V, NCH, step, t_val, p_val, omp_val, minp_val,
+    T_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
+    USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
+    PREV: tl.constexpr, CUR: tl.constexpr,
+    CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, NP: tl.constexpr,
+    NCHB: tl.constexpr, CB: tl.constexpr, ACC: tl.constexpr,
+):
+    """Launch ``step`` >= 2 of the restricted-winner chain (no top-k: top-p and/or min-p; module docstring),
+    program (row block, chunk), after :func:`_step_kernel`'s launch 1 (``WIN``: maxima, whole-row winner
+    partials in ``GV/GI[1]``, ``OUT = -1``).
+
+    Per row: the threshold interval [lo, hi) of the top-p search (t inside) and a candidate ``c`` = the
+    Gumbel-max over ``{key >= lo'} & min-p`` for an earlier lower bound lo' <= t. ``c`` with ``key(c) >= t``
+    is the draw's answer (the argmax over a superset of the kept set that lies in it; lowest index among ties
+    in both), so the row is *closed*: the lead program (chunk 0) writes ``OUT[row] = c``. ``key(c) < lo``
+    rejects ``c``; this launch draws the next candidate over ``{key >= lo}`` (partials ``GV/GI[step % 2]``).
+    Otherwise this pass puts a pivot at ``key(c) + 1``, so the next launch decides. Programs whose rows are
+    all closed return after one load of ``OUT``; a chunk streams only while one of its rows searches or draws.
+
+    ``PREV``: 0 (the previous launch was launch 1) or 2 (a chain pass). ``CUR``: 2 (a search pass: masses at
+    the pivots, ``Z`` in the first) or 3 (the last launch: the interval is one key, so a rejected row's new
+    candidate is exact; with one chunk it goes straight to ``OUT``, else :func:`_pick_kernel` picks).
+    ``CS``: int64 [launches + 1, 4, B] (lo, hi, candidate key or ``_NEED``, candidate token) per launch.
+    """
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     rmask = rows < B
+    chunk = tl.program_id(1)
+    col0 = chunk * CHUNK
+    ar = tl.arange(0, BLOCK)
+    lead = (tl.zeros([ROWS], dtype=tl.int32) + chunk) == 0
+    par_in = (step + 1) % 2
+    par_out = step % 2
+    live = rmask & (tl.load(OUT + rows, mask=rmask, other=0) < 0)
+    if tl.max(live.to(tl.int32), axis=0) > 0:
+        t = _row_temperature(T_PTR, rows, rmask, t_val, T_ROWS, ROWS)
+        greedy_t = t <= 0.0
+        t_safe = tl.where(greedy_t, 1.0, t)
+        m = _reduce_chunks(PMAX, rows, live, NCH, NCHB, True)
+        greedy = greedy_t | (m == float("inf")) | (m == float("-inf"))
+        m_safe = tl.where(greedy, 0.0, m)
+        key_max = _key(m_safe).to(tl.int64)
+        mp = tl.zeros([ROWS], dtype=tl.float32)
+        if USE_MINP:
+            mp = _row_min_p(MINP_PTR, rows, rmask, minp_val, MINP_ROWS, ROWS)
+        if USE_P:
+            p, omp = _row_top_p(P_PTR, rows, rmask, p_val, omp_val, P_ROWS, ROWS)
+            p_on = (p < 1.0) & (~greedy)
+            srch0 = p_on & (p > 0.0)
+        else:
+            p_on = rows < 0
+            srch0 = p_on
+        if PREV == 0:
+            # p <= 0 keeps the largest token(s): t = key_max; top-p off: t = the smallest key
+            lo = tl.where(p_on & (~srch0), key_max, _KEY_MIN)
+            hi = tl.where(srch0, key_max + 1, lo + 1)
+            ck = tl.full([ROWS], _NEED, tl.int64)
+            ctok = tl.zeros([ROWS], dtype=tl.int64)
+        else:
+            st_in = CS + (step - 1).to(tl.int64) * 4 * B
+            lo = tl.load(st_in + rows, mask=live, other=_KEY_MIN)
+            hi = tl.load(st_in + B + rows, mask=live, other=_KEY_MIN + 1)
+            ck = tl.load(st_in + 2 * B + rows, mask=live, other=_NEED)
+            ctok = tl.load(st_in + 3 * B + rows, mask=live, other=0)
+            if USE_P:
+                piv = _winner_pivot(_pivots(lo, hi, NP), lo, hi, ck, NP)
+                mass = _reduce_parts(MASS, par_in, rows, live, B, NCH, ROWS, NP, NCHB, CB, False)
+                thr = omp * _reduce_chunks(ZP, rows, live, NCH, NCHB, False)
+                lo, hi = _narrow(lo, hi, piv, mass <= thr[:, None])
+        # The candidate the previous launch drew (its best chunk, the first among equals, as the pick).
+        need = live & (ck == _NEED)
+        cc = tl.arange(0, NCHB)
+        pbase = (par_in * B + rows) * NCH
+        gv = tl.load(GV + pbase[:, None] + cc[None, :], mask=need[:, None] & (cc < NCH)[None, :],
+                     other=float("-inf"))
+        tok = tl.load(GI + pbase + tl.argmax(gv, axis=1).to(tl.int64), mask=need, other=0)
+        yw = _load_at(X, rows * stride_x + tok, BAN, rows * stride_ban + tok, need, IS_PROBS, HAS_BAN) / t_safe
+        ok = need & (~greedy)
+        if USE_MINP and PREV == 0:
+            ok = ok & ~(tl.exp(yw - m_safe) < mp)  # launch 1's winner ignored min-p; later ones are inside it
+        ck = tl.where(need, tl.where(ok, _key(yw).to(tl.int64), _KEY_MIN - 1), ck)
+        ctok = tl.where(need, tok, ctok)
+        # greedy rows (launch 2 only) take launch 1's argmax of the raw logits
+        kept = live & (greedy | ((ck >= lo) & (hi <= ck + 1)))
+        tl.store(OUT + rows, ctok, mask=kept & lead)
+        rej = live & (~kept) & (ck < lo)
+        ck = tl.where(rej, _NEED, ck)
+        srch = rows < 0
+        if CUR == 2:
+            st_out = CS + step.to(tl.int64) * 4 * B
+            wmask = live & lead
+            tl.store(st_out + rows, lo, mask=wmask)
+            tl.store(st_out + B + rows, hi, mask=wmask)
+            tl.store(st_out + 2 * B + rows, ck, mask=wmask)
+            tl.store(st_out + 3 * B + rows, ctok, mask=wmask)
+            srch = live & (~kept) & ((hi - lo) > 1)
+        n_srch = tl.max(srch.to(tl.int32), axis=0)
+        n_rej = tl.max(rej.to(tl.int32), axis=0)
+        piv = _winner_pivot(_pivots(lo, hi, NP), lo, hi, ck, NP)
+        seed = tl.load(SEED).to(tl.int64)
+        best = tl.full([ROWS], float("-inf"), tl.float32)
+        best_i = tl.zeros([ROWS], dtype=tl.int64) + col0
+        if ACC:
+            mass3 = tl.zeros([ROWS, NP, BLOCK], dtype=tl.float32)
+            z2 = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
+        mass = tl.zeros([ROWS, NP], dtype=tl.float32)
+        z = tl.zeros([ROWS], dtype=tl.float32)
+        for c0 in range(0, CHUNK * tl.maximum(n_srch, n_rej), BLOCK):
+            cols = col0 + c0 + ar
+            x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
+            y = x / t_safe[:, None]
+            kk = _key(y)
+            if CUR == 2:
+                if n_srch > 0:
+                    # top-p alone: every key >= the (absent) top-k threshold, as _step_kernel's passes
+                    e = tl.exp(y - m_safe[:, None])
+                    if ACC:
+                        mass3 += _mass_below3(kk, e, piv)
+                        if PREV == 0:
+                            z2 += e
+                    else:
+                        mass += _mass_below(kk, e, piv)
+                        if PREV == 0:
+                            z += tl.sum(e, axis=1)
+            if n_rej > 0:
+                keep = rej[:, None] & m2 & (kk.to(tl.int64) >= lo[:, None])
+                if USE_MINP:
+                    keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
+                score = tl.where(keep, y + _noise(seed, col0 + c0, rows, ROWS, BLOCK), float("-inf"))
+                best, best_i = _running_argmax(score, best, best_i, col0 + c0)
+        if CUR == 2:
+            if ACC:
+                mass = tl.sum(mass3, axis=2)
+                if PREV == 0:
+                    z = tl.sum(z2, axis=1)
+            jn = tl.arange(0, NP)
+            poff = ((par_out * B + rows[:, None]) * NCH + chunk) * NP + jn[None, :]
+            tl.store(MASS + poff, mass, mask=srch[:, None])
+            if PREV == 0:
+                tl.store(ZP + rows * NCH + chunk, z, mask=live)
+        obase = (par_out * B + rows) * NCH + chunk
+        tl.store(GV + obase, best, mask=rej)
+        tl.store(GI + obase, best_i, mask=rej)
+        if CUR == 3 and NCHB == 1:
+            tl.store(OUT + rows, best_i, mask=rej)
+
+
+@triton.jit
+def _pick_kernel(GV, GI, OUT, B, NCH, ROWS: tl.constexpr, NCHB: tl.constexpr, OPEN: tl.constexpr):
+    """Per row, the token of the best chunk (the first chunk among equal values: the lowest index). ``OPEN``
+    (the chain): only rows still open (``OUT < 0``); closed rows keep their token."""
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rmask = rows < B
+    if OPEN:
+        rmask = rmask & (tl.load(OUT + rows, mask=rmask, other=0) < 0)
     cc = tl.arange(0, NCHB)
     msk = rmask[:, None] & (cc < NCH)[None, :]
     v = tl.load(GV + rows[:, None] * NCH + cc[None, :], mask=msk, other=float("-inf"))
@@ -835,15 +984,11 @@ def _topk_slow(X, stride_x, BAN, stride_ban, seed, CAND, rows, rmask, full, t_sa
 def _gumbel_best(y, cols, valid, keep, rows, m_safe, mp, seed, V, USE_MINP: tl.constexpr, ROWS: tl.constexpr,
                  W: tl.constexpr):
     """Per row, the best Gumbel-perturbed kept logit of a (ROWS, W) tile and its column (lowest among ties);
-    noise = Philox(seed; counter (column, row)), as the general path."""
+    noise :func:`_noise_at` (lane column % 4 of Philox(seed; counter (column // 4, row))), as the general path."""
     keep = keep & valid
     if USE_MINP:
         keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
-    c2 = cols.to(tl.uint32)
-    r2 = (rows[:, None] + tl.zeros([ROWS, W], dtype=tl.int64)).to(tl.uint32)
-    r0, _r1, _r2, _r3 = tl.random.philox(seed, c2, r2, c2 * 0, c2 * 0)
-    u = tl.random.uint_to_uniform_float(r0)
-    score = tl.where(keep, y - tl.log(-tl.log(u)), float("-inf"))
+    score = tl.where(keep, y + _noise_at(seed, cols, rows, ROWS, W), float("-inf"))
     blk = tl.max(score, axis=1)
     blk_i = tl.min(tl.where(keep & (score == blk[:, None]), cols, V), axis=1)
     return blk, blk_i
@@ -1045,14 +1190,20 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     n_steps = 1 + (passes if use_k else 0) + (passes if use_p else 0)
     st = torch.empty(n_steps + 1, 2, b, dtype=torch.int64, device=dev)
     tk = torch.empty(b, dtype=torch.int64, device=dev) if use_p else out
-    gv = torch.empty(b, nch, **f32)
-    gi = torch.empty(b, nch, dtype=torch.int64, device=dev) if nch > 1 else out
     win = WINNER and not use_k and (use_p or use_minp)
+    if win:
+        # the chain's candidate partials, [launch % 2] (launch 1 writes [1]); CS: its per-launch row state
+        gv2 = torch.empty(2, b, nch, **f32)
+        gi2 = torch.empty(2, b, nch, dtype=torch.int64, device=dev)
+        gv, gi = gv2[1], gi2[1]
+    else:
+        gv = torch.empty(b, nch, **f32)
+        gi = torch.empty(b, nch, dtype=torch.int64, device=dev) if nch > 1 else out
     dummy = out
     grid = (triton.cdiv(b, rows), nch)
     args = (x, x.stride(0), dummy if ban_t is None else ban_t, ban_stride, seed.reshape(-1),
             dummy if ts is None else ts, dummy if ks is None else ks, dummy if ps is None else ps,
-            dummy if mps is None else mps, pmax, cnt, mass, zp, st, tk, gv, gi, b, v, nch)
+            dummy if mps is None else mps, pmax, cnt, mass, zp, st, tk, gv, gi, out, b, v, nch)
     kw = dict(T_ROWS=ts is not None, K_ROWS=ks is not None, P_ROWS=ps is not None, MINP_ROWS=mps is not None,
               USE_K=use_k, USE_P=use_p, USE_MINP=use_minp, IS_PROBS=is_probs, HAS_BAN=ban_t is not None,
               TOP_K_FIRST=top_k_first, CHUNK=cfg["CHUNK"], BLOCK=cfg["BLOCK"], ROWS=rows, NP=npiv,
@@ -1063,6 +1214,8 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
 
     step, prev = 1, 0
     launch(step, 0, 0)  # maxima (+ top-k pass 1)
+    if win:
+        return _chain(args, kw, grid, cfg, passes if use_p else 0, gv2, gi2, scalars, out)
     if use_k:
         prev = 1
         for _ in range(passes - 1):
@@ -1075,8 +1228,32 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
             prev = 2
     launch(step + 1, prev, 3)  # draw
     if nch > 1:
-        frows = max(1, min(256, 4096 // cfg["NCHB"]))
-        _pick_kernel[(triton.cdiv(b, frows),)](gv, gi, out, b, nch, ROWS=frows, NCHB=cfg["NCHB"], num_warps=4)
+        frows = max(1, min(256, 4096 // cfg["NCHB"], triton.next_power_of_2(b)))
+        _pick_kernel[(triton.cdiv(b, frows),)](gv, gi, out, b, nch, ROWS=frows, NCHB=cfg["NCHB"], OPEN=False,
+                                               num_warps=4)
+    return out
+
+
+def _chain(args, kw, grid, cfg, passes, gv2, gi2, scalars, out) -> torch.Tensor:
+    """Launches 2 .. passes + 2 of the restricted-winner chain (:func:`_chain_kernel`) after launch 1, then the
+    pick of the rows still open (when a row has more than one chunk)."""
+    x, b, nch = args[0], args[-3], args[-1]
+    cs = torch.empty(passes + 3, 4, b, dtype=torch.int64, device=x.device)
+    cargs = args[:6] + args[7:10] + (args[11], args[12], cs, gv2, gi2, out, b, args[-2], nch)
+    ckw = {k: kw[k] for k in ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN", "CHUNK",
+                              "BLOCK", "ROWS", "NP", "NCHB", "CB", "ACC", "num_warps")}
+    t_val, _k, p_val, omp_val, minp_val = scalars
+    step, prev = 1, 0
+    for _ in range(passes):
+        step += 1
+        _chain_kernel[grid](*cargs, step, t_val, p_val, omp_val, minp_val, PREV=prev, CUR=2, **ckw)
+        prev = 2
+    step += 1
+    _chain_kernel[grid](*cargs, step, t_val, p_val, omp_val, minp_val, PREV=prev, CUR=3, **ckw)
+    if nch > 1:
+        frows = max(1, min(256, 4096 // cfg["NCHB"], triton.next_power_of_2(b)))
+        _pick_kernel[(triton.cdiv(b, frows),)](gv2[step % 2], gi2[step % 2], out, b, nch, ROWS=frows,
+                                               NCHB=cfg["NCHB"], OPEN=True, num_warps=4)
     return out
 
 
@@ -1099,7 +1276,7 @@ def _search_aot_cases() -> list[dict[str, Any]]:
     ptr = {"X": "*fp32", "stride_x": "i32", "BAN": "*i64", "stride_ban": "i32", "SEED": "*i64",
            "T_PTR": "*i64", "K_PTR": "*i64", "P_PTR": "*i64", "MINP_PTR": "*i64", "PMAX": "*fp32",
            "CNT": "*i32", "MASS": "*fp32", "ZP": "*fp32", "ST": "*i64", "TK": "*i64", "GV": "*fp32",
-           "GI": "*i64", "B": "i32", "V": "i32", "NCH": "i32", "step": "i32", "t_val": "fp32",
+           "GI": "*i64", "OUT": "*i64", "B": "i32", "V": "i32", "NCH": "i32", "step": "i32", "t_val": "fp32",
            "k_val": "i32", "p_val": "fp32", "omp_val": "fp32", "minp_val": "fp32"}
     flags = ("T_ROWS", "K_ROWS", "P_ROWS", "MINP_ROWS", "USE_K", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN",
              "TOP_K_FIRST", "PREV", "CUR", "CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB", "WIN", "ACC")
@@ -1122,18 +1299,34 @@ def _search_aot_cases() -> list[dict[str, Any]]:
                 # 21 / 25 SGPRs and 16 B of sm_90 stack. The measured top-p-only launches (USE_K off) are clean.
                 case["known_spill"] = "general path with top-k at B=1: SGPR spills (gfx), 16 B stack (sm_90)"
             cases.append(case)
-        # top-p only (WIN: launch 1 draws the winner; passes PREV=0 -> 2, 2 -> 2; draw 2 -> 3)
-        for prev, cur in ((0, 0), (0, 2), (2, 2), (2, 3)):
-            cases.append({"name": f"sample top-p-only step PREV={prev} CUR={cur} B={b} V={v}", "fn": _step_kernel,
-                          "signature": {**ptr, **{k: "constexpr" for k in flags}},
-                          "constexprs": {**base, "USE_K": False, "WIN": True, "PREV": prev, "CUR": cur},
+        # top-p and/or min-p without top-k: launch 1 (WIN) draws the winner, then the chain (_chain_kernel):
+        # top-p passes PREV=0 -> 2, 2 -> 2, the last launch 2 -> 3; min-p alone 0 -> 3
+        cases.append({"name": f"sample top-p-only step PREV=0 CUR=0 B={b} V={v}", "fn": _step_kernel,
+                      "signature": {**ptr, **{k: "constexpr" for k in flags}},
+                      "constexprs": {**base, "USE_K": False, "WIN": True, "PREV": 0, "CUR": 0},
+                      "num_warps": cfg["num_warps"]})
+        csig = {k: ptr[k] for k in ("X", "stride_x", "BAN", "stride_ban", "SEED", "T_PTR", "P_PTR", "MINP_PTR",
+                                    "PMAX", "MASS", "ZP")}
+        csig.update({"CS": "*i64", "GV": "*fp32", "GI": "*i64", "OUT": "*i64", "B": "i32", "V": "i32",
+                     "NCH": "i32", "step": "i32", "t_val": "fp32", "p_val": "fp32", "omp_val": "fp32",
+                     "minp_val": "fp32"})
+        cflags = ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN", "PREV", "CUR",
+                  "CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB", "ACC")
+        csig.update({k: "constexpr" for k in cflags})
+        cbase = {k: base[k] for k in cflags if k in base}
+        for prev, cur, use_p, use_minp in ((0, 2, True, False), (2, 2, True, False), (2, 3, True, False),
+                                           (0, 3, False, True)):
+            cases.append({"name": f"sample chain PREV={prev} CUR={cur} top-p={use_p} min-p={use_minp} B={b} V={v}",
+                          "fn": _chain_kernel, "signature": csig,
+                          "constexprs": {**cbase, "USE_P": use_p, "USE_MINP": use_minp, "PREV": prev, "CUR": cur},
                           "num_warps": cfg["num_warps"]})
         if cfg["NCH"] > 1:
-            frows = max(1, min(256, 4096 // cfg["NCHB"]))
-            cases.append({"name": f"sample pick B={b} V={v}", "fn": _pick_kernel,
-                          "signature": {"GV": "*fp32", "GI": "*i64", "OUT": "*i64", "B": "i32", "NCH": "i32",
-                                        "ROWS": "constexpr", "NCHB": "constexpr"},
-                          "constexprs": {"ROWS": frows, "NCHB": cfg["NCHB"]}, "num_warps": 4})
+            frows = max(1, min(256, 4096 // cfg["NCHB"], triton.next_power_of_2(b)))
+            for open_ in (False, True):
+                cases.append({"name": f"sample pick OPEN={open_} B={b} V={v}", "fn": _pick_kernel,
+                              "signature": {"GV": "*fp32", "GI": "*i64", "OUT": "*i64", "B": "i32", "NCH": "i32",
+                                            "ROWS": "constexpr", "NCHB": "constexpr", "OPEN": "constexpr"},
+                              "constexprs": {"ROWS": frows, "NCHB": cfg["NCHB"], "OPEN": open_}, "num_warps": 4})
     return cases
 
 
