@@ -12,15 +12,17 @@ CSV=$OUT/sampling_topp_session3.csv
 echo "vocab,batch,filters,config,us" > "$CSV"
 B=benchmarks/device_sampling_topp.py
 el base
-timeout 60 python3 $B --tree _base --label base --prof --csv "$CSV" > "$OUT/base.log" 2>&1
+timeout 55 python3 $B --tree _base --label base --prof --csv "$CSV" > "$OUT/base.log" 2>&1
 el ours
-timeout 80 python3 $B --tree . --label ours --prof --check --csv "$CSV" > "$OUT/ours.log" 2>&1
+timeout 75 python3 $B --tree . --label ours --prof --check --csv "$CSV" > "$OUT/ours.log" 2>&1
 el variants
-timeout 45 python3 $B --tree . --label ours --filters top_p0.9 --variants \
-  '{"np_large16": {"NPIV_LARGE": 16}, "np_small32": {"NPIV_SMALL": 32}, "tp_large528": {"TARGET_PROGRAMS_LARGE": 528}}' \
+timeout 40 python3 $B --tree . --label ours --filters top_p0.9 --batches 32,64 --variants \
+  '{"np_large16": {"NPIV_LARGE": 16}, "tp_large528": {"TARGET_PROGRAMS_LARGE": 528}, "warps8": {"STEP_WARPS": 8}}' \
   --csv "$CSV" > "$OUT/var.log" 2>&1
+timeout 25 python3 $B --tree . --label ours --filters top_p0.9 --batches 1,8 --variants \
+  '{"np_small64": {"NPIV_SMALL": 64}, "tp_small1056": {"TARGET_PROGRAMS": 1056}}' --csv "$CSV" >> "$OUT/var.log" 2>&1
 el tests
-timeout 70 python3 -m pytest -q -p no:cacheprovider -rfE --tb=short tests/test_sampling_winner.py tests/test_sampling_gpu.py \
+timeout 65 python3 -m pytest -q -p no:cacheprovider -rfE --tb=short tests/test_sampling_winner.py tests/test_sampling_gpu.py \
   -k "winner_draws or rejected or winner_chi or chi_square_on_device or topk_path_draws" --durations=4 > "$OUT/gpu_tests.log" 2>&1
 tail -8 "$OUT/gpu_tests.log"
 el done
