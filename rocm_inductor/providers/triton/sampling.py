@@ -15,12 +15,14 @@ number of passes covers the 2^32 key range, see :func:`search_passes`):
 - min-p: ``exp(s - max) >= min_p`` (HF's ``probs >= min_p * max_prob``; the normaliser cancels).
 - draw: Gumbel-max over the kept set, ``argmax(s_i - log(-log(u_i)))`` (exact categorical sampling from
   ``softmax(s)`` restricted to the kept set; Gumbel 1954, used for sampling by e.g. vLLM and gpt-fast's
-  equivalent exponential race). ``u`` is Philox (Triton's ``tl.random``) keyed by the seed read from a
-  device tensor, counter ``(column, row)``: one independent stream per row, no host state, so a captured
-  graph replays with whatever seed the graph's ``torch.randint`` drew, and the draw does not depend on how
-  a row is split (except a top-p boundary within float32 rounding of the chunk-summed masses). The 24-bit
-  uniforms bound the Gumbel tail at about 16.6 (a token ``e^16`` times less likely than the top one is
-  drawn slightly too rarely).
+  equivalent exponential race). ``u`` is Philox4x32-10 (Triton's ``tl.random.philox``) keyed by the seed
+  read from a device tensor: column ``c`` of row ``r`` takes lane ``c % 4`` of the call at counter
+  ``(c // 4, r)`` (one call serves four columns; :func:`_noise` on contiguous tiles, :func:`_noise_at` at
+  gathered columns, the same values, so every path draws the same token): one independent stream per row, no
+  host state, so a captured graph replays with whatever seed the graph's ``torch.randint`` drew, and the
+  draw does not depend on how a row is split (except a top-p boundary within float32 rounding of the
+  chunk-summed masses). The 24-bit uniforms bound the Gumbel tail at about 16.6 (a token ``e^16`` times
+  less likely than the top one is drawn slightly too rarely).
 
 Layout: each row is split into ``NCH`` chunks of ``CHUNK`` columns, grid ``(cdiv(B, ROWS), NCH)`` (small
 vocabularies pack ``ROWS`` rows per program, one chunk each); every step is its own launch, and the host
@@ -40,16 +42,21 @@ Launches (P = :func:`search_passes`, 11 for NP=8, 8 for NP=16, 6 for NP=64): top
 top-k only ``P + 1``, top-p only ``P + 2``, neither 2; plus the pick when ``NCH > 1``. A filter that is off for
 the whole batch (host flags) costs no pass; a row whose filter is off or whose interval has converged keeps it.
 
-Winner shortcut (:data:`WINNER`, no top-k: top-p and/or min-p; issue 14): launch 1 also draws the whole-row
-Gumbel winner ``w = argmax(s + g)`` per chunk (the draw's noise). The first top-p pass puts its last pivot at
-``key(w) + 1``, so the next launch knows, from the same chunk-summed masses as the search, whether
-``key(w) >= t`` (w kept). A kept w that also passes min-p is the draw's answer (the argmax over a kept set
-holding the whole-row argmax is that argmax): its row freezes its interval, later top-p passes skip chunks
-whose rows are all frozen, and the draw leaves launch 1's ``GV``/``GI`` for it. w is kept with probability
-about p, so at large B mostly the ~(1 - p) rejected rows stream the later passes. Same tokens as the plain
-search (tests/test_sampling_winner.py). The search passes' compare tiles are (ROWS, NP, BLOCK), pivots on the
-slow axis (no lane repeats a column's load / exp / key); large work accumulates them over the chunk and
-reduces once (:data:`ACC_TILE`).
+Restricted-winner chain (:data:`WINNER`, no top-k: top-p and/or min-p; issue 14; :func:`_chain_kernel`):
+launch 1 also draws the whole-row Gumbel winner per chunk. Since the kept set ``K = {key >= t} & min-p`` lies
+inside ``S(lo) = {key >= lo} & min-p`` for any lower bound ``lo <= t`` of the search, the Gumbel-max ``c`` over
+``S(lo)`` (same noise) is the draw's answer whenever ``key(c) >= t`` (lowest index among ties in both); a
+rejected ``c`` proves ``t > key(c)``. Each later launch narrows [lo, hi) with the chunk-summed masses (one
+pivot at ``key(c) + 1`` while undecided), closes a row whose candidate is kept (chunk 0 writes ``OUT``;
+``hi <= key(c) + 1``), and draws the next candidate over ``S(lo)`` for a row whose candidate fell below lo.
+A row's first candidate is kept with probability about p (at once when it is the row max), a later one with
+more, so most rows close by launch 3-5; programs whose rows are all closed return after one load of ``OUT``
+(the host still issues the fixed launch sequence), and the last launch (interval one key wide) draws exactly.
+Same tokens as the plain search (tests/test_sampling_winner.py, tests/test_sampling_chain.py); min-p alone is
+launch 1 + one chain launch.
+
+The search passes' compare tiles are (ROWS, NP, BLOCK), pivots on the slow axis (no lane repeats a column's
+load / exp / key); large work accumulates them over the chunk and reduces once (:data:`ACC_TILE`).
 
 Performance (H200, 2026-12-01, V=128256 float32, top-p 0.9 alone, op in a CUDA graph): 40.3 / 84.3 / 158.1 /
 225.8 us at B = 1 / 8 / 32 / 64 with the swept constants (:func:`launch_config`; before issue 14's rework
