@@ -114,3 +114,23 @@ def test_chain_chi_square_with_rejections(monkeypatch):
         sup = probs > 0
         assert counts[~sup].sum() == 0
         assert chisquare(counts[sup].numpy(), (probs[sup] * counts.sum()).numpy()).pvalue > 1e-4, (t, p, mp)
+
+
+def test_lane_accumulators_draw_the_same_tokens(monkeypatch):
+    """``LANE_ARGMAX`` (per-lane max / argmax over the chunk, reduced once) against the per-block reductions:
+    top-p and min-p (chain), per-row k (the general path's draw), greedy, all -inf and tied rows, split rows."""
+    monkeypatch.setattr(S, "FORCE_CHUNK", 64)
+    x = torch.randn(12, 203, generator=_G) * 2.0
+    x[0] = -float("inf")
+    x[1] = 0.5
+    x[2, 100] = float("inf")
+    t_rows = torch.linspace(0.0, 1.5, 12)
+    out = []
+    for lane in (False, True):
+        monkeypatch.setattr(S, "LANE_ARGMAX", lane)
+        seed = torch.tensor([9], dtype=torch.int64)
+        out.append(torch.stack([
+            _draw(x, 9, temperature=0.9, top_p=0.6), _draw(x, 9, min_p=0.1, t_rows=t_rows),
+            S.sample(x, seed, t_rows, 1.0, torch.full((12,), 30), 0, None, 0.8, None, 0.0, None, False, True)]))
+    assert torch.equal(out[0], out[1])
+    assert out[1][0, 0] == 0 and out[1][0, 2] == 100

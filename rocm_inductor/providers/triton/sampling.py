@@ -99,7 +99,8 @@ INPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # alone, op in a CUDA graph, benchmarks/results/sampling_sweep.csv): small work (B = 1 / 8) best with 16
 # pivots, 16384-element compare tiles, 4 warps (40.3 / 84.3 us; the previous 64 / 32768 / 8: 52.5 / 195.5);
 # large work (B = 32 / 64) best with 8 pivots, the accumulated 8192-element tile and 1056 target programs
-# (158.1 / 225.8 us; previous 16 / 32768 / 528: 175.0 / 328.7). Each bucket runs exactly its measured config.
+# (158.1 / 225.8 us; previous 16 / 32768 / 528: 175.0 / 328.7). Each bucket runs exactly its measured config;
+# the target program counts were re-picked with the restricted-winner chain (SEARCH_TARGET_SMALL below).
 #: Pivots per search pass: small work (launch-bound) / large work (compare-bound).
 NPIV_SMALL = 16
 NPIV_LARGE = 8
@@ -108,8 +109,16 @@ SMALL_WORK = 1 << 21
 #: GPU, small work: elements of the (ROWS, NP, BLOCK) compare tile per step (reduced every step).
 COMPARE_TILE = 16384
 #: GPU chunking: aim at about this many programs (small / large work), chunk a power of two in range.
+#: TARGET_PROGRAMS is also the top-k path's launch-1 target (fast_config).
 TARGET_PROGRAMS = 528
 TARGET_PROGRAMS_LARGE = 1056
+#: General path only (session topp2, H200 2026-12-01, top-p 0.9 alone with the chain, V=128256,
+#: benchmarks/results/sampling_topp_session3.csv): small work (B=8) 1056 programs 46.3 us (528: 51.1; B=1 is
+#: 1024-column chunks either way); B*V up to MID_WORK (B=32) 528 programs 89.4 us (1056: 96.3); B=64 stays at
+#: TARGET_PROGRAMS_LARGE (147 us; 528: 162).
+SEARCH_TARGET_SMALL = 1056
+MID_WORK = 1 << 22
+TARGET_PROGRAMS_MID = 528
 MIN_CHUNK = 1024
 MAX_CHUNK = 16384
 MAX_ROWS = 256
@@ -150,6 +159,8 @@ FAST_TOPK = True
 #: No top-k (top-p and/or min-p): launch 1 draws the whole-row Gumbel winner, kept rows skip the rest
 #: (``_step_kernel``'s ``WIN``). Tests turn this off to compare with the plain search.
 WINNER = True
+#: Lane accumulators for launch 1's max and the draws' argmax (``LANE``; same tokens). Not timed yet: off.
+LANE_ARGMAX = False
 #: Tests only: force this chunk width (a power of two) to exercise the split path under the interpreter.
 FORCE_CHUNK: int | None = None
 _KEY_MIN = tl.constexpr(-(2**31))  # a constexpr: compiled Triton reads no plain globals
@@ -205,7 +216,8 @@ def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None 
         npiv = NPIV_SMALL if small else NPIV_LARGE
         acc = bool(ACC_TILE) and (ACC_SMALL or not small)
         tile, max_rows, red = (ACC_TILE if acc else COMPARE_TILE) // npiv, MAX_ROWS, REDUCE_TILE
-        target = TARGET_PROGRAMS if small else TARGET_PROGRAMS_LARGE
+        target = (SEARCH_TARGET_SMALL if small else TARGET_PROGRAMS_MID if b * v <= MID_WORK
+                  else TARGET_PROGRAMS_LARGE)
         if not chunk:
             chunk = min(max(triton.next_power_of_2(triton.cdiv(b * v, target)), MIN_CHUNK), MAX_CHUNK)
     chunk = min(triton.next_power_of_2(chunk), max(vp, 4))  # >= 4: the noise takes four columns per Philox call
@@ -231,6 +243,23 @@ def _running_argmax(score, best, best_i, base):
     """Fold one (ROWS, BLOCK) block of draw scores into each row's running (best, index): strictly greater
     wins, so ties keep the lowest column (``torch.argmax``'s rule); ``base`` is the block's first column."""
     return _fold_best(tl.max(score, axis=1), tl.argmax(score, axis=1).to(tl.int64) + base, best, best_i)
+
+
+@triton.jit
+def _lane_best(score, cols, bv, bi):
+    """Per lane of a (ROWS, BLOCK) tile, the running best draw score and its column (``LANE``): strictly greater
+    wins, so each lane keeps its lowest column among ties (columns grow along the loop)."""
+    better = score > bv
+    return tl.where(better, score, bv), tl.where(better, cols, bi)
+
+
+@triton.jit
+def _lane_reduce(bv, bi):
+    """Per row, (best, index) of the lane accumulators of :func:`_lane_best`: the lowest column among the lanes
+    holding the maximum, i.e. what the block-wise :func:`_running_argmax` gives (all -inf: the first lane's
+    initial column, the chunk's first)."""
+    best = tl.max(bv, axis=1)
+    return best, tl.min(tl.where(bv == best[:, None], bi, _KEY_END), axis=1)
 
 
 @triton.jit
@@ -428,7 +457,7 @@ def _step_kernel(
     IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr, TOP_K_FIRST: tl.constexpr,
     PREV: tl.constexpr, CUR: tl.constexpr,
     CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, NP: tl.constexpr,
-    NCHB: tl.constexpr, CB: tl.constexpr, WIN: tl.constexpr, ACC: tl.constexpr,
+    NCHB: tl.constexpr, CB: tl.constexpr, WIN: tl.constexpr, ACC: tl.constexpr, LANE: tl.constexpr,
 ):
     """One launch of the sampler, program (row block, chunk); see the module docstring.
 
@@ -437,6 +466,8 @@ def _step_kernel(
     whether the winner is kept; kept rows freeze their interval (later passes skip their chunk) and the draw
     keeps launch 1's winner (the argmax over any kept set that holds the whole-row argmax is that argmax).
     ``ACC``: search passes accumulate the (ROWS, NP, BLOCK) compare terms over the chunk and reduce once.
+    ``LANE``: launch 1's max and the draws' argmax are kept per lane over the chunk and reduced once
+    (:func:`_lane_best`; the same values and indices as the per-block reductions).
 
     ``PREV``: what the previous launch left (0: row maxima only, 1: a top-k pass, 2: a top-p pass).
     ``CUR``: what this launch does (0: maxima (+ top-k pass 1), 1: a top-k pass, 2: a top-p pass, 3: draw).
@@ -478,17 +509,32 @@ def _step_kernel(
             seed = tl.load(SEED).to(tl.int64)
             best = tl.full([ROWS], float("-inf"), tl.float32)
             best_i = tl.zeros([ROWS], dtype=tl.int64) + col0
+        if LANE:
+            mv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
+            bv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
+            bi = tl.zeros([ROWS, BLOCK], dtype=tl.int64) + col0
         for c0 in range(0, CHUNK, BLOCK):
             x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, col0 + c0 + ar, V, IS_PROBS, HAS_BAN)
             y = x / t_safe[:, None]
-            m = tl.maximum(m, tl.max(y, axis=1))
+            if LANE:
+                mv = tl.maximum(mv, y)
+            else:
+                m = tl.maximum(m, tl.max(y, axis=1))
             if USE_K:
                 cnt += _count_ge(_key(y), m2, piv)
             if WIN:
                 cols = col0 + c0 + ar
                 score = tl.where(greedy_t[:, None], x, y + _noise(seed, col0 + c0, rows, ROWS, BLOCK))
                 score = tl.where(m2, score, float("-inf"))
-                best, best_i = _running_argmax(score, best, best_i, col0 + c0)
+                if LANE:
+                    bv, bi = _lane_best(score, (cols[None, :] + tl.zeros([ROWS, BLOCK], tl.int32)).to(tl.int64),
+                                        bv, bi)
+                else:
+                    best, best_i = _running_argmax(score, best, best_i, col0 + c0)
+        if LANE:
+            m = tl.max(mv, axis=1)
+            if WIN:
+                best, best_i = _lane_reduce(bv, bi)
         tl.store(PMAX + rows * NCH + chunk, m, mask=rmask)
         if WIN:
             tl.store(GV + rows * NCH + chunk, best, mask=rmask)
@@ -610,6 +656,9 @@ def _step_kernel(
             best = tl.full([ROWS], float("-inf"), tl.float32)
             best_i = tl.zeros([ROWS], dtype=tl.int64) + col0
             todo = tl.max((rmask & ~won).to(tl.int32), axis=0) > 0
+            if LANE:
+                bv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
+                bi = tl.zeros([ROWS, BLOCK], dtype=tl.int64) + col0
             for c0 in range(0, CHUNK * todo.to(tl.int32), BLOCK):
                 cols = col0 + c0 + ar
                 x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
@@ -621,7 +670,13 @@ def _step_kernel(
                 score = tl.where(keep & m2, y + g, float("-inf"))
                 score = tl.where(greedy[:, None], x, score)
                 score = tl.where(m2, score, float("-inf"))
-                best, best_i = _running_argmax(score, best, best_i, col0 + c0)
+                if LANE:
+                    bv, bi = _lane_best(score, (cols[None, :] + tl.zeros([ROWS, BLOCK], tl.int32)).to(tl.int64),
+                                        bv, bi)
+                else:
+                    best, best_i = _running_argmax(score, best, best_i, col0 + c0)
+            if LANE:
+                best, best_i = _lane_reduce(bv, bi)
             tl.store(GV + rows * NCH + chunk, best, mask=rmask & ~won)
             tl.store(GI + rows * NCH + chunk, best_i, mask=rmask & ~won)
 
@@ -649,7 +704,7 @@ def _chain_kernel(
     USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
     PREV: tl.constexpr, CUR: tl.constexpr,
     CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, NP: tl.constexpr,
-    NCHB: tl.constexpr, CB: tl.constexpr, ACC: tl.constexpr,
+    NCHB: tl.constexpr, CB: tl.constexpr, ACC: tl.constexpr, LANE: tl.constexpr, DRAW: tl.constexpr,
 ):
     """Launch ``step`` >= 2 of the restricted-winner chain (no top-k: top-p and/or min-p; module docstring),
     program (row block, chunk), after :func:`_step_kernel`'s launch 1 (``WIN``: maxima, whole-row winner
@@ -667,6 +722,9 @@ def _chain_kernel(
     the pivots, ``Z`` in the first) or 3 (the last launch: the interval is one key, so a rejected row's new
     candidate is exact; with one chunk it goes straight to ``OUT``, else :func:`_pick_kernel` picks).
     ``CS``: int64 [launches + 1, 4, B] (lo, hi, candidate key or ``_NEED``, candidate token) per launch.
+    ``DRAW`` off (host: launch 2 with top-p, no min-p, no per-row p, scalar p > 0): no row can reject
+    launch 1's winner here (lo is the smallest key), so the draw code is compiled out. ``LANE``: as
+    :func:`_step_kernel`'s.
     """
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     rmask = rows < B
@@ -740,7 +798,7 @@ def _chain_kernel(
             tl.store(st_out + 3 * B + rows, ctok, mask=wmask)
             srch = live & (~kept) & ((hi - lo) > 1)
         n_srch = tl.max(srch.to(tl.int32), axis=0)
-        n_rej = tl.max(rej.to(tl.int32), axis=0)
+        n_rej = tl.max(rej.to(tl.int32), axis=0) * DRAW
         piv = _winner_pivot(_pivots(lo, hi, NP), lo, hi, ck, NP)
         seed = tl.load(SEED).to(tl.int64)
         best = tl.full([ROWS], float("-inf"), tl.float32)
@@ -750,6 +808,9 @@ def _chain_kernel(
             z2 = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
         mass = tl.zeros([ROWS, NP], dtype=tl.float32)
         z = tl.zeros([ROWS], dtype=tl.float32)
+        if DRAW and LANE:
+            bv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
+            bi = tl.zeros([ROWS, BLOCK], dtype=tl.int64) + col0
         for c0 in range(0, CHUNK * tl.maximum(n_srch, n_rej), BLOCK):
             cols = col0 + c0 + ar
             x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
@@ -767,12 +828,17 @@ def _chain_kernel(
                         mass += _mass_below(kk, e, piv)
                         if PREV == 0:
                             z += tl.sum(e, axis=1)
-            if n_rej > 0:
-                keep = rej[:, None] & m2 & (kk.to(tl.int64) >= lo[:, None])
-                if USE_MINP:
-                    keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
-                score = tl.where(keep, y + _noise(seed, col0 + c0, rows, ROWS, BLOCK), float("-inf"))
-                best, best_i = _running_argmax(score, best, best_i, col0 + c0)
+            if DRAW:
+                if n_rej > 0:
+                    keep = rej[:, None] & m2 & (kk.to(tl.int64) >= lo[:, None])
+                    if USE_MINP:
+                        keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
+                    score = tl.where(keep, y + _noise(seed, col0 + c0, rows, ROWS, BLOCK), float("-inf"))
+                    if LANE:
+                        bv, bi = _lane_best(score, (cols[None, :] + tl.zeros([ROWS, BLOCK], tl.int32)).to(tl.int64),
+                                            bv, bi)
+                    else:
+                        best, best_i = _running_argmax(score, best, best_i, col0 + c0)
         if CUR == 2:
             if ACC:
                 mass = tl.sum(mass3, axis=2)
@@ -783,11 +849,14 @@ def _chain_kernel(
             tl.store(MASS + poff, mass, mask=srch[:, None])
             if PREV == 0:
                 tl.store(ZP + rows * NCH + chunk, z, mask=live)
-        obase = (par_out * B + rows) * NCH + chunk
-        tl.store(GV + obase, best, mask=rej)
-        tl.store(GI + obase, best_i, mask=rej)
-        if CUR == 3 and NCHB == 1:
-            tl.store(OUT + rows, best_i, mask=rej)
+        if DRAW:
+            if LANE:
+                best, best_i = _lane_reduce(bv, bi)
+            obase = (par_out * B + rows) * NCH + chunk
+            tl.store(GV + obase, best, mask=rej)
+            tl.store(GI + obase, best_i, mask=rej)
+            if CUR == 3 and NCHB == 1:
+                tl.store(OUT + rows, best_i, mask=rej)
 
 
 @triton.jit
@@ -1214,7 +1283,7 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     kw = dict(T_ROWS=ts is not None, K_ROWS=ks is not None, P_ROWS=ps is not None, MINP_ROWS=mps is not None,
               USE_K=use_k, USE_P=use_p, USE_MINP=use_minp, IS_PROBS=is_probs, HAS_BAN=ban_t is not None,
               TOP_K_FIRST=top_k_first, CHUNK=cfg["CHUNK"], BLOCK=cfg["BLOCK"], ROWS=rows, NP=npiv,
-              NCHB=cfg["NCHB"], CB=cfg["CB"], WIN=win, ACC=cfg["ACC"], num_warps=cfg["num_warps"])
+              NCHB=cfg["NCHB"], CB=cfg["CB"], WIN=win, ACC=cfg["ACC"], LANE=LANE_ARGMAX, num_warps=cfg["num_warps"])
 
     def launch(step: int, prev: int, cur: int) -> None:
         _step_kernel[grid](*args, step, *scalars, PREV=prev, CUR=cur, **kw)
@@ -1248,15 +1317,18 @@ def _chain(args, kw, grid, cfg, passes, gv2, gi2, scalars, out) -> torch.Tensor:
     cs = torch.empty(passes + 3, 4, b, dtype=torch.int64, device=x.device)
     cargs = args[:6] + args[7:10] + (args[11], args[12], cs, gv2, gi2, out, b, args[-2], nch)
     ckw = {k: kw[k] for k in ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN", "CHUNK",
-                              "BLOCK", "ROWS", "NP", "NCHB", "CB", "ACC", "num_warps")}
+                              "BLOCK", "ROWS", "NP", "NCHB", "CB", "ACC", "LANE", "num_warps")}
     t_val, _k, p_val, omp_val, minp_val = scalars
+    # launch 2 cannot reject launch 1's winner without min-p and with one p > 0 (module docstring): no draw code
+    draw2 = kw["USE_MINP"] or kw["P_ROWS"] or not p_val > 0.0
     step, prev = 1, 0
     for _ in range(passes):
         step += 1
-        _chain_kernel[grid](*cargs, step, t_val, p_val, omp_val, minp_val, PREV=prev, CUR=2, **ckw)
+        _chain_kernel[grid](*cargs, step, t_val, p_val, omp_val, minp_val, PREV=prev, CUR=2,
+                            DRAW=bool(prev == 2 or draw2), **ckw)
         prev = 2
     step += 1
-    _chain_kernel[grid](*cargs, step, t_val, p_val, omp_val, minp_val, PREV=prev, CUR=3, **ckw)
+    _chain_kernel[grid](*cargs, step, t_val, p_val, omp_val, minp_val, PREV=prev, CUR=3, DRAW=True, **ckw)
     if nch > 1:
         frows = max(1, min(256, 4096 // cfg["NCHB"], triton.next_power_of_2(b)))
         _pick_kernel[(triton.cdiv(b, frows),)](gv2[step % 2], gi2[step % 2], out, b, nch, ROWS=frows,
@@ -1286,12 +1358,13 @@ def _search_aot_cases() -> list[dict[str, Any]]:
            "GI": "*i64", "OUT": "*i64", "B": "i32", "V": "i32", "NCH": "i32", "step": "i32", "t_val": "fp32",
            "k_val": "i32", "p_val": "fp32", "omp_val": "fp32", "minp_val": "fp32"}
     flags = ("T_ROWS", "K_ROWS", "P_ROWS", "MINP_ROWS", "USE_K", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN",
-             "TOP_K_FIRST", "PREV", "CUR", "CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB", "WIN", "ACC")
+             "TOP_K_FIRST", "PREV", "CUR", "CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB", "WIN", "ACC", "LANE")
     cases = []
     for b, v in AOT_SHAPES:
         cfg = launch_config(b, v, interp=False)
         base = dict(T_ROWS=False, K_ROWS=False, P_ROWS=False, MINP_ROWS=False, USE_K=True, USE_P=True,
                     USE_MINP=False, IS_PROBS=False, HAS_BAN=False, TOP_K_FIRST=True, WIN=False, ACC=cfg["ACC"],
+                    LANE=LANE_ARGMAX,
                     **{k: cfg[k] for k in ("CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB")})
         spill = "B=64 top-p pass of the general path spills with triton 3.6 (issue 16)"
         for prev, cur in ((0, 0), (1, 1), (1, 2), (2, 2), (2, 3)):
@@ -1318,14 +1391,15 @@ def _search_aot_cases() -> list[dict[str, Any]]:
                      "NCH": "i32", "step": "i32", "t_val": "fp32", "p_val": "fp32", "omp_val": "fp32",
                      "minp_val": "fp32"})
         cflags = ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN", "PREV", "CUR",
-                  "CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB", "ACC")
+                  "CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB", "ACC", "LANE", "DRAW")
         csig.update({k: "constexpr" for k in cflags})
         cbase = {k: base[k] for k in cflags if k in base}
         for prev, cur, use_p, use_minp in ((0, 2, True, False), (2, 2, True, False), (2, 3, True, False),
                                            (0, 3, False, True)):
             cases.append({"name": f"sample chain PREV={prev} CUR={cur} top-p={use_p} min-p={use_minp} B={b} V={v}",
                           "fn": _chain_kernel, "signature": csig,
-                          "constexprs": {**cbase, "USE_P": use_p, "USE_MINP": use_minp, "PREV": prev, "CUR": cur},
+                          "constexprs": {**cbase, "USE_P": use_p, "USE_MINP": use_minp, "PREV": prev, "CUR": cur,
+                                         "DRAW": prev == 2 or cur == 3},
                           "num_warps": cfg["num_warps"]})
         if cfg["NCH"] > 1:
             frows = max(1, min(256, 4096 // cfg["NCHB"], triton.next_power_of_2(b)))
