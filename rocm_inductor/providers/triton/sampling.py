@@ -58,9 +58,12 @@ launch 1 + one chain launch.
 The search passes' compare tiles are (ROWS, NP, BLOCK), pivots on the slow axis (no lane repeats a column's
 load / exp / key); large work accumulates them over the chunk and reduces once (:data:`ACC_TILE`).
 
-Performance (H200, 2026-12-01, V=128256 float32, top-p 0.9 alone, op in a CUDA graph): 40.3 / 84.3 / 158.1 /
-225.8 us at B = 1 / 8 / 32 / 64 with the swept constants (:func:`launch_config`; before issue 14's rework
-47.3 / 179.9 / 313.4 / 953.9; FlashInfer 0.6.18 44.5 / 65.8 / 84.7 / 118.5). Every program re-reads its row's
+Performance (H200, 2026-12-01, V=128256 float32 ``randn * 3``, T=0.7, op in a CUDA graph; session topp2,
+benchmarks/results/sampling_topp_session3.csv): top-p 0.9 alone 24.6 / 46.3 / 89.4 / 146.7 us at B = 1 / 8 /
+32 / 64 with the chain and the four-lane noise (each at the constants :func:`launch_config` now picks; before:
+42.6 / 86.1 / 171.8 / 239.5; FlashInfer's fastest 44.5 / 51.4 / 65.4 / 106.6); min-p 0.1 alone 11.1 / 20.0 /
+47.5 / 81.9 (before 11.5 / 30.5 / 62.5 / 110.8). At B=64 launch 1 (max + winner) takes 39 us and the first
+two chain launches 29 / 26 us; the rest 1.7-4.4 us each. Every program that still works re-reads its row's
 partials of the previous pass (NCH x NP values) on top of its chunk.
 
 Top-k path (issue 14; :func:`fast_path_ok`: a scalar ``0 < k <= TOPK_CAP`` (64), top-p after top-k or off;
@@ -461,10 +464,8 @@ def _step_kernel(
 ):
     """One launch of the sampler, program (row block, chunk); see the module docstring.
 
-    ``WIN`` (no top-k; top-p and/or min-p): launch 1 also writes each chunk's whole-row Gumbel-max to
-    ``GV``/``GI``; the first top-p pass puts one pivot at the winner's key + 1, so the next launch knows
-    whether the winner is kept; kept rows freeze their interval (later passes skip their chunk) and the draw
-    keeps launch 1's winner (the argmax over any kept set that holds the whole-row argmax is that argmax).
+    ``WIN`` (no top-k; top-p and/or min-p; launch 1 only): also write each chunk's whole-row Gumbel-max to
+    ``GV``/``GI`` and mark every row open (``OUT = -1``); :func:`_chain_kernel` runs the later launches.
     ``ACC``: search passes accumulate the (ROWS, NP, BLOCK) compare terms over the chunk and reduce once.
     ``LANE``: launch 1's max and the draws' argmax are kept per lane over the chunk and reduced once
     (:func:`_lane_best`; the same values and indices as the per-block reductions).
