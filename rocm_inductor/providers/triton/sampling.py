@@ -60,7 +60,8 @@ load / exp / key); large work accumulates them over the chunk and reduces once (
 
 Performance (H200, 2026-12-01, V=128256 float32 ``randn * 3``, T=0.7, op in a CUDA graph; session topp2,
 benchmarks/results/sampling_topp_session3.csv): top-p 0.9 alone 24.6 / 46.3 / 89.4 / 146.7 us at B = 1 / 8 /
-32 / 64 with the chain and the four-lane noise (each at the constants :func:`launch_config` now picks; before:
+32 / 64 with the chain and the four-lane noise (each at the constants :func:`launch_config` now picks, with
+the draw code still compiled into launch 2 (since removed there, not re-timed); before:
 42.6 / 86.1 / 171.8 / 239.5; FlashInfer's fastest 44.5 / 51.4 / 65.4 / 106.6); min-p 0.1 alone 11.1 / 20.0 /
 47.5 / 81.9 (before 11.5 / 30.5 / 62.5 / 110.8). At B=64 launch 1 (max + winner) takes 39 us and the first
 two chain launches 29 / 26 us; the rest 1.7-4.4 us each. Every program that still works re-reads its row's
