@@ -37,6 +37,7 @@ T, V, BATCHES = 0.7, 128256, (1, 8, 32, 64)
 FILT = {"top_p0.9": (0, 0.9, 0.0), "min_p0.1": (0, 1.0, 0.1), "hf_k50_p0.9": (50, 0.9, 0.0)}
 GENERAL = [  # most promising first: the sweep stops at its time budget
     {},  # the code's defaults
+    {"LANE_ARGMAX": True},  # session topp2: per-lane max/argmax in launch 1 and the draws (not timed yet)
     {"ACC_TILE": 8192},
     {"ACC_TILE": 16384, "STEP_WARPS": 8},
     {"WINNER": False},

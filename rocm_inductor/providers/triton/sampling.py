@@ -15,12 +15,14 @@ number of passes covers the 2^32 key range, see :func:`search_passes`):
 - min-p: ``exp(s - max) >= min_p`` (HF's ``probs >= min_p * max_prob``; the normaliser cancels).
 - draw: Gumbel-max over the kept set, ``argmax(s_i - log(-log(u_i)))`` (exact categorical sampling from
   ``softmax(s)`` restricted to the kept set; Gumbel 1954, used for sampling by e.g. vLLM and gpt-fast's
-  equivalent exponential race). ``u`` is Philox (Triton's ``tl.random``) keyed by the seed read from a
-  device tensor, counter ``(column, row)``: one independent stream per row, no host state, so a captured
-  graph replays with whatever seed the graph's ``torch.randint`` drew, and the draw does not depend on how
-  a row is split (except a top-p boundary within float32 rounding of the chunk-summed masses). The 24-bit
-  uniforms bound the Gumbel tail at about 16.6 (a token ``e^16`` times less likely than the top one is
-  drawn slightly too rarely).
+  equivalent exponential race). ``u`` is Philox4x32-10 (Triton's ``tl.random.philox``) keyed by the seed
+  read from a device tensor: column ``c`` of row ``r`` takes lane ``c % 4`` of the call at counter
+  ``(c // 4, r)`` (one call serves four columns; :func:`_noise` on contiguous tiles, :func:`_noise_at` at
+  gathered columns, the same values, so every path draws the same token): one independent stream per row, no
+  host state, so a captured graph replays with whatever seed the graph's ``torch.randint`` drew, and the
+  draw does not depend on how a row is split (except a top-p boundary within float32 rounding of the
+  chunk-summed masses). The 24-bit uniforms bound the Gumbel tail at about 16.6 (a token ``e^16`` times
+  less likely than the top one is drawn slightly too rarely).
 
 Layout: each row is split into ``NCH`` chunks of ``CHUNK`` columns, grid ``(cdiv(B, ROWS), NCH)`` (small
 vocabularies pack ``ROWS`` rows per program, one chunk each); every step is its own launch, and the host
@@ -40,20 +42,29 @@ Launches (P = :func:`search_passes`, 11 for NP=8, 8 for NP=16, 6 for NP=64): top
 top-k only ``P + 1``, top-p only ``P + 2``, neither 2; plus the pick when ``NCH > 1``. A filter that is off for
 the whole batch (host flags) costs no pass; a row whose filter is off or whose interval has converged keeps it.
 
-Winner shortcut (:data:`WINNER`, no top-k: top-p and/or min-p; issue 14): launch 1 also draws the whole-row
-Gumbel winner ``w = argmax(s + g)`` per chunk (the draw's noise). The first top-p pass puts its last pivot at
-``key(w) + 1``, so the next launch knows, from the same chunk-summed masses as the search, whether
-``key(w) >= t`` (w kept). A kept w that also passes min-p is the draw's answer (the argmax over a kept set
-holding the whole-row argmax is that argmax): its row freezes its interval, later top-p passes skip chunks
-whose rows are all frozen, and the draw leaves launch 1's ``GV``/``GI`` for it. w is kept with probability
-about p, so at large B mostly the ~(1 - p) rejected rows stream the later passes. Same tokens as the plain
-search (tests/test_sampling_winner.py). The search passes' compare tiles are (ROWS, NP, BLOCK), pivots on the
-slow axis (no lane repeats a column's load / exp / key); large work accumulates them over the chunk and
-reduces once (:data:`ACC_TILE`).
+Restricted-winner chain (:data:`WINNER`, no top-k: top-p and/or min-p; issue 14; :func:`_chain_kernel`):
+launch 1 also draws the whole-row Gumbel winner per chunk. Since the kept set ``K = {key >= t} & min-p`` lies
+inside ``S(lo) = {key >= lo} & min-p`` for any lower bound ``lo <= t`` of the search, the Gumbel-max ``c`` over
+``S(lo)`` (same noise) is the draw's answer whenever ``key(c) >= t`` (lowest index among ties in both); a
+rejected ``c`` proves ``t > key(c)``. Each later launch narrows [lo, hi) with the chunk-summed masses (one
+pivot at ``key(c) + 1`` while undecided), closes a row whose candidate is kept (chunk 0 writes ``OUT``;
+``hi <= key(c) + 1``), and draws the next candidate over ``S(lo)`` for a row whose candidate fell below lo.
+A row's first candidate is kept with probability about p (at once when it is the row max), a later one with
+more, so most rows close by launch 3-5; programs whose rows are all closed return after one load of ``OUT``
+(the host still issues the fixed launch sequence), and the last launch (interval one key wide) draws exactly.
+Same tokens as the plain search (tests/test_sampling_winner.py, tests/test_sampling_chain.py); min-p alone is
+launch 1 + one chain launch.
 
-Performance (H200, 2026-12-01, V=128256 float32, top-p 0.9 alone, op in a CUDA graph): 40.3 / 84.3 / 158.1 /
-225.8 us at B = 1 / 8 / 32 / 64 with the swept constants (:func:`launch_config`; before issue 14's rework
-47.3 / 179.9 / 313.4 / 953.9; FlashInfer 0.6.18 44.5 / 65.8 / 84.7 / 118.5). Every program re-reads its row's
+The search passes' compare tiles are (ROWS, NP, BLOCK), pivots on the slow axis (no lane repeats a column's
+load / exp / key); large work accumulates them over the chunk and reduces once (:data:`ACC_TILE`).
+
+Performance (H200, 2026-12-01, V=128256 float32 ``randn * 3``, T=0.7, op in a CUDA graph; session topp2,
+benchmarks/results/sampling_topp_session3.csv): top-p 0.9 alone 24.6 / 46.3 / 89.4 / 146.7 us at B = 1 / 8 /
+32 / 64 with the chain and the four-lane noise (each at the constants :func:`launch_config` now picks, with
+the draw code still compiled into launch 2 (since removed there, not re-timed); before:
+42.6 / 86.1 / 171.8 / 239.5; FlashInfer's fastest 44.5 / 51.4 / 65.4 / 106.6); min-p 0.1 alone 11.1 / 20.0 /
+47.5 / 81.9 (before 11.5 / 30.5 / 62.5 / 110.8). At B=64 launch 1 (max + winner) takes 39 us and the first
+two chain launches 29 / 26 us; the rest 1.7-4.4 us each. Every program that still works re-reads its row's
 partials of the previous pass (NCH x NP values) on top of its chunk.
 
 Top-k path (issue 14; :func:`fast_path_ok`: a scalar ``0 < k <= TOPK_CAP`` (64), top-p after top-k or off;
@@ -92,7 +103,8 @@ INPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # alone, op in a CUDA graph, benchmarks/results/sampling_sweep.csv): small work (B = 1 / 8) best with 16
 # pivots, 16384-element compare tiles, 4 warps (40.3 / 84.3 us; the previous 64 / 32768 / 8: 52.5 / 195.5);
 # large work (B = 32 / 64) best with 8 pivots, the accumulated 8192-element tile and 1056 target programs
-# (158.1 / 225.8 us; previous 16 / 32768 / 528: 175.0 / 328.7). Each bucket runs exactly its measured config.
+# (158.1 / 225.8 us; previous 16 / 32768 / 528: 175.0 / 328.7). Each bucket runs exactly its measured config;
+# the target program counts were re-picked with the restricted-winner chain (SEARCH_TARGET_SMALL below).
 #: Pivots per search pass: small work (launch-bound) / large work (compare-bound).
 NPIV_SMALL = 16
 NPIV_LARGE = 8
@@ -101,8 +113,16 @@ SMALL_WORK = 1 << 21
 #: GPU, small work: elements of the (ROWS, NP, BLOCK) compare tile per step (reduced every step).
 COMPARE_TILE = 16384
 #: GPU chunking: aim at about this many programs (small / large work), chunk a power of two in range.
+#: TARGET_PROGRAMS is also the top-k path's launch-1 target (fast_config).
 TARGET_PROGRAMS = 528
 TARGET_PROGRAMS_LARGE = 1056
+#: General path only (session topp2, H200 2026-12-01, top-p 0.9 alone with the chain, V=128256,
+#: benchmarks/results/sampling_topp_session3.csv): small work (B=8) 1056 programs 46.3 us (528: 51.1; B=1 is
+#: 1024-column chunks either way); B*V up to MID_WORK (B=32) 528 programs 89.4 us (1056: 96.3); B=64 stays at
+#: TARGET_PROGRAMS_LARGE (147 us; 528: 162).
+SEARCH_TARGET_SMALL = 1056
+MID_WORK = 1 << 22
+TARGET_PROGRAMS_MID = 528
 MIN_CHUNK = 1024
 MAX_CHUNK = 16384
 MAX_ROWS = 256
@@ -143,6 +163,8 @@ FAST_TOPK = True
 #: No top-k (top-p and/or min-p): launch 1 draws the whole-row Gumbel winner, kept rows skip the rest
 #: (``_step_kernel``'s ``WIN``). Tests turn this off to compare with the plain search.
 WINNER = True
+#: Lane accumulators for launch 1's max and the draws' argmax (``LANE``; same tokens). Not timed yet: off.
+LANE_ARGMAX = False
 #: Tests only: force this chunk width (a power of two) to exercise the split path under the interpreter.
 FORCE_CHUNK: int | None = None
 _KEY_MIN = tl.constexpr(-(2**31))  # a constexpr: compiled Triton reads no plain globals
@@ -198,10 +220,11 @@ def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None 
         npiv = NPIV_SMALL if small else NPIV_LARGE
         acc = bool(ACC_TILE) and (ACC_SMALL or not small)
         tile, max_rows, red = (ACC_TILE if acc else COMPARE_TILE) // npiv, MAX_ROWS, REDUCE_TILE
-        target = TARGET_PROGRAMS if small else TARGET_PROGRAMS_LARGE
+        target = (SEARCH_TARGET_SMALL if small else TARGET_PROGRAMS_MID if b * v <= MID_WORK
+                  else TARGET_PROGRAMS_LARGE)
         if not chunk:
             chunk = min(max(triton.next_power_of_2(triton.cdiv(b * v, target)), MIN_CHUNK), MAX_CHUNK)
-    chunk = min(triton.next_power_of_2(chunk), vp)
+    chunk = min(triton.next_power_of_2(chunk), max(vp, 4))  # >= 4: the noise takes four columns per Philox call
     nch = triton.cdiv(v, chunk)
     block = min(chunk, tile)
     rows = max(1, min(max_rows, tile // block, triton.next_power_of_2(max(b, 1))))
@@ -224,6 +247,23 @@ def _running_argmax(score, best, best_i, base):
     """Fold one (ROWS, BLOCK) block of draw scores into each row's running (best, index): strictly greater
     wins, so ties keep the lowest column (``torch.argmax``'s rule); ``base`` is the block's first column."""
     return _fold_best(tl.max(score, axis=1), tl.argmax(score, axis=1).to(tl.int64) + base, best, best_i)
+
+
+@triton.jit
+def _lane_best(score, cols, bv, bi):
+    """Per lane of a (ROWS, BLOCK) tile, the running best draw score and its column (``LANE``): strictly greater
+    wins, so each lane keeps its lowest column among ties (columns grow along the loop)."""
+    better = score > bv
+    return tl.where(better, score, bv), tl.where(better, cols, bi)
+
+
+@triton.jit
+def _lane_reduce(bv, bi):
+    """Per row, (best, index) of the lane accumulators of :func:`_lane_best`: the lowest column among the lanes
+    holding the maximum, i.e. what the block-wise :func:`_running_argmax` gives (all -inf: the first lane's
+    initial column, the chunk's first)."""
+    best = tl.max(bv, axis=1)
+    return best, tl.min(tl.where(bv == best[:, None], bi, _KEY_END), axis=1)
 
 
 @triton.jit
@@ -276,31 +316,42 @@ def _row_min_p(MINP_PTR, rows, rmask, minp_val, MINP_ROWS: tl.constexpr, ROWS: t
 
 
 @triton.jit
-def _noise(seed, cols, rows, ROWS: tl.constexpr, W: tl.constexpr):
-    """(ROWS, W) Gumbel noise ``-log(-log(u))``, u = Philox(seed; counter (column, row)), as every draw."""
-    c2 = (cols + tl.zeros([ROWS, W], dtype=tl.int32)).to(tl.uint32)
-    r2 = (rows[:, None] + tl.zeros([ROWS, W], dtype=tl.int64)).to(tl.uint32)
-    r0, _r1, _r2, _r3 = tl.random.philox(seed, c2, r2, c2 * 0, c2 * 0)
-    u = tl.random.uint_to_uniform_float(r0)
-    return -tl.log(-tl.log(u))
+def _philox4(seed, c4, r):
+    """The four uint32 lanes of Philox4x32-10 (``tl.random.philox``: Salmon et al. 2011) keyed by ``seed``
+    (int64) at counter ``(c4, r, 0, 0)``: int tiles of one shape (column // 4, row)."""
+    c4 = c4.to(tl.uint32)
+    return tl.random.philox(seed, c4, r.to(tl.uint32), c4 * 0, c4 * 0)
 
 
 @triton.jit
-def _winner_key(X, stride_x, BAN, stride_ban, GV, GI, rows, rmask, t_safe, m_safe, greedy, mp, NCH,
-                NCHB: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr):
-    """(ROWS,) int64 key of the row's whole-row Gumbel winner (launch 1's per-chunk ``GV``/``GI``, the best
-    chunk, the first among equals, as the pick), or ``_KEY_MIN - 1`` (never accepted) where min-p drops the
-    winner or the row is greedy."""
-    cc = tl.arange(0, NCHB)
-    msk = rmask[:, None] & (cc < NCH)[None, :]
-    gv = tl.load(GV + rows[:, None] * NCH + cc[None, :], mask=msk, other=float("-inf"))
-    c = tl.argmax(gv, axis=1).to(tl.int64)
-    w = tl.load(GI + rows * NCH + c, mask=rmask, other=0)
-    yw = _load_at(X, rows * stride_x + w, BAN, rows * stride_ban + w, rmask, IS_PROBS, HAS_BAN) / t_safe
-    ok = rmask & (~greedy)
-    if USE_MINP:
-        ok = ok & ~(tl.exp(yw - m_safe) < mp)
-    return tl.where(ok, _key(yw).to(tl.int64), _KEY_MIN - 1)
+def _gumbel(r):
+    """Gumbel noise ``-log(-log(u))`` of the 24-bit uniform ``u`` made from uint32 ``r``."""
+    return -tl.log(-tl.log(tl.random.uint_to_uniform_float(r)))
+
+
+@triton.jit
+def _noise(seed, col0, rows, ROWS: tl.constexpr, W: tl.constexpr):
+    """(ROWS, W) float32 Gumbel noise of columns ``col0 .. col0 + W - 1`` (``col0 % 4 == 0``, ``W % 4 == 0``):
+    column c of row r is lane ``c % 4`` of Philox(seed; counter (c // 4, r)), so one Philox call serves four
+    columns (the draw's noise everywhere; :func:`_noise_at` gives the same values at arbitrary columns)."""
+    q = col0 // 4 + tl.arange(0, W // 4)
+    c4 = q[None, :] + tl.zeros([ROWS, W // 4], dtype=tl.int32)
+    r2 = rows[:, None] + tl.zeros([ROWS, W // 4], dtype=tl.int64)
+    a, b, c, d = _philox4(seed, c4, r2)
+    # join(join(a, c), join(b, d)) is (ROWS, W/4, 2, 2) with [.., i, j] = (a, b, c, d)[2i + j]: row-major
+    # reshape puts lane l of counter q at column 4q + l
+    u = tl.reshape(tl.join(tl.join(a, c), tl.join(b, d)), [ROWS, W])
+    return _gumbel(u)
+
+
+@triton.jit
+def _noise_at(seed, cols, rows, ROWS: tl.constexpr, W: tl.constexpr):
+    """:func:`_noise` at a (ROWS, W) int tile of arbitrary columns ``cols`` (one Philox call per element: the
+    top-k path's gathered candidates)."""
+    r2 = rows[:, None] + tl.zeros([ROWS, W], dtype=tl.int64)
+    a, b, c, d = _philox4(seed, cols // 4, r2)
+    lane = cols % 4
+    return _gumbel(tl.where(lane == 0, a, tl.where(lane == 1, b, tl.where(lane == 2, c, d))))
 
 
 @triton.jit
@@ -403,22 +454,22 @@ def _reduce_chunks(P, rows, rmask, NCH, NCHB: tl.constexpr, IS_MAX: tl.constexpr
 def _step_kernel(
     X, stride_x, BAN, stride_ban, SEED,
     T_PTR, K_PTR, P_PTR, MINP_PTR,
-    PMAX, CNT, MASS, ZP, ST, TK, GV, GI,
+    PMAX, CNT, MASS, ZP, ST, TK, GV, GI, OUT,
     B, V, NCH, step, t_val, k_val, p_val, omp_val, minp_val,
     T_ROWS: tl.constexpr, K_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
     USE_K: tl.constexpr, USE_P: tl.constexpr, USE_MINP: tl.constexpr,
     IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr, TOP_K_FIRST: tl.constexpr,
     PREV: tl.constexpr, CUR: tl.constexpr,
     CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, NP: tl.constexpr,
-    NCHB: tl.constexpr, CB: tl.constexpr, WIN: tl.constexpr, ACC: tl.constexpr,
+    NCHB: tl.constexpr, CB: tl.constexpr, WIN: tl.constexpr, ACC: tl.constexpr, LANE: tl.constexpr,
 ):
     """One launch of the sampler, program (row block, chunk); see the module docstring.
 
-    ``WIN`` (no top-k; top-p and/or min-p): launch 1 also writes each chunk's whole-row Gumbel-max to
-    ``GV``/``GI``; the first top-p pass puts one pivot at the winner's key + 1, so the next launch knows
-    whether the winner is kept; kept rows freeze their interval (later passes skip their chunk) and the draw
-    keeps launch 1's winner (the argmax over any kept set that holds the whole-row argmax is that argmax).
+    ``WIN`` (no top-k; top-p and/or min-p; launch 1 only): also write each chunk's whole-row Gumbel-max to
+    ``GV``/``GI`` and mark every row open (``OUT = -1``); :func:`_chain_kernel` runs the later launches.
     ``ACC``: search passes accumulate the (ROWS, NP, BLOCK) compare terms over the chunk and reduce once.
+    ``LANE``: launch 1's max and the draws' argmax are kept per lane over the chunk and reduced once
+    (:func:`_lane_best`; the same values and indices as the per-block reductions).
 
     ``PREV``: what the previous launch left (0: row maxima only, 1: a top-k pass, 2: a top-p pass).
     ``CUR``: what this launch does (0: maxima (+ top-k pass 1), 1: a top-k pass, 2: a top-p pass, 3: draw).
@@ -460,21 +511,37 @@ def _step_kernel(
             seed = tl.load(SEED).to(tl.int64)
             best = tl.full([ROWS], float("-inf"), tl.float32)
             best_i = tl.zeros([ROWS], dtype=tl.int64) + col0
+        if LANE:
+            mv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
+            bv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
+            bi = tl.zeros([ROWS, BLOCK], dtype=tl.int64) + col0
         for c0 in range(0, CHUNK, BLOCK):
             x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, col0 + c0 + ar, V, IS_PROBS, HAS_BAN)
             y = x / t_safe[:, None]
-            m = tl.maximum(m, tl.max(y, axis=1))
+            if LANE:
+                mv = tl.maximum(mv, y)
+            else:
+                m = tl.maximum(m, tl.max(y, axis=1))
             if USE_K:
                 cnt += _count_ge(_key(y), m2, piv)
             if WIN:
                 cols = col0 + c0 + ar
-                score = tl.where(greedy_t[:, None], x, y + _noise(seed, cols[None, :], rows, ROWS, BLOCK))
+                score = tl.where(greedy_t[:, None], x, y + _noise(seed, col0 + c0, rows, ROWS, BLOCK))
                 score = tl.where(m2, score, float("-inf"))
-                best, best_i = _running_argmax(score, best, best_i, col0 + c0)
+                if LANE:
+                    bv, bi = _lane_best(score, (cols[None, :] + tl.zeros([ROWS, BLOCK], tl.int32)).to(tl.int64),
+                                        bv, bi)
+                else:
+                    best, best_i = _running_argmax(score, best, best_i, col0 + c0)
+        if LANE:
+            m = tl.max(mv, axis=1)
+            if WIN:
+                best, best_i = _lane_reduce(bv, bi)
         tl.store(PMAX + rows * NCH + chunk, m, mask=rmask)
         if WIN:
             tl.store(GV + rows * NCH + chunk, best, mask=rmask)
             tl.store(GI + rows * NCH + chunk, best_i, mask=rmask)
+            tl.store(OUT + rows, tl.full([ROWS], -1, tl.int64), mask=lead)  # open: :func:`_chain_kernel`
         if USE_K:
             jn = tl.arange(0, NP)
             tl.store(CNT + ((par_out * B + rows[:, None]) * NCH + chunk) * NP + jn[None, :], cnt,
@@ -493,9 +560,6 @@ def _step_kernel(
         mp = tl.zeros([ROWS], dtype=tl.float32)
         if USE_MINP:
             mp = _row_min_p(MINP_PTR, rows, rmask, minp_val, MINP_ROWS, ROWS)
-        if WIN:
-            wk = _winner_key(X, stride_x, BAN, stride_ban, GV, GI, rows, rmask, t_safe, m_safe, greedy, mp, NCH,
-                             NCHB, USE_MINP, IS_PROBS, HAS_BAN)
 
         # Finish the previous pass: the interval it searched, narrowed by the chunk-summed partials.
         tk = tl.full([ROWS], _KEY_MIN, tl.int64)
@@ -513,14 +577,9 @@ def _step_kernel(
             lo = tl.load(st_in + rows, mask=rmask, other=_KEY_MIN)
             hi = tl.load(st_in + B + rows, mask=rmask, other=_KEY_MIN + 1)
             piv = _pivots(lo, hi, NP)
-            if WIN:
-                piv = _winner_pivot(piv, lo, hi, wk, NP)
             mass = _reduce_parts(MASS, par_in, rows, rmask, B, NCH, ROWS, NP, NCHB, CB, False)
             thr = omp * _reduce_chunks(ZP, rows, rmask, NCH, NCHB, False)
             lo, hi = _narrow(lo, hi, piv, mass <= thr[:, None])
-            if WIN:
-                # winner kept (t <= its key): nothing more to search for this row
-                lo = tl.where(hi <= wk + 1, hi - 1, lo)
             tk = tl.load(TK + rows, mask=rmask, other=_KEY_MIN)
 
         if CUR == 1 or CUR == 2:
@@ -541,8 +600,6 @@ def _step_kernel(
             tl.store(st_out + rows, lo, mask=lead)
             tl.store(st_out + B + rows, hi, mask=lead)
             piv = _pivots(lo, hi, NP)
-            if CUR == 2 and WIN:
-                piv = _winner_pivot(piv, lo, hi, wk, NP)
             # a top-p pass after the first skips the chunk when none of its rows is still searching
             n_run = CHUNK
             if CUR == 2 and PREV == 2:
@@ -596,16 +653,14 @@ def _step_kernel(
                 # p <= 0: only the largest token(s) survive.
                 tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
             keep_from = tl.maximum(tk, tp)
-            # WIN: rows whose launch-1 winner is kept (or greedy: launch 1 took their argmax) keep GV/GI
             won = rows < 0
-            if WIN:
-                won = greedy | (wk >= _KEY_MIN)
-                if PREV == 2:
-                    won = greedy | tl.where(p_on & (p <= 0.0), wk >= key_max, hi <= wk + 1)
             seed = tl.load(SEED).to(tl.int64)
             best = tl.full([ROWS], float("-inf"), tl.float32)
             best_i = tl.zeros([ROWS], dtype=tl.int64) + col0
             todo = tl.max((rmask & ~won).to(tl.int32), axis=0) > 0
+            if LANE:
+                bv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
+                bi = tl.zeros([ROWS, BLOCK], dtype=tl.int64) + col0
             for c0 in range(0, CHUNK * todo.to(tl.int32), BLOCK):
                 cols = col0 + c0 + ar
                 x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
@@ -613,15 +668,17 @@ def _step_kernel(
                 keep = _key(y).to(tl.int64) >= keep_from[:, None]
                 if USE_MINP:
                     keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
-                c2 = (cols[None, :] + tl.zeros([ROWS, BLOCK], dtype=tl.int32)).to(tl.uint32)
-                r2 = (rows[:, None] + tl.zeros([ROWS, BLOCK], dtype=tl.int64)).to(tl.uint32)
-                r0, _, _, _ = tl.random.philox(seed, c2, r2, c2 * 0, c2 * 0)
-                u = tl.random.uint_to_uniform_float(r0)
-                g = -tl.log(-tl.log(u))
+                g = _noise(seed, col0 + c0, rows, ROWS, BLOCK)
                 score = tl.where(keep & m2, y + g, float("-inf"))
                 score = tl.where(greedy[:, None], x, score)
                 score = tl.where(m2, score, float("-inf"))
-                best, best_i = _running_argmax(score, best, best_i, col0 + c0)
+                if LANE:
+                    bv, bi = _lane_best(score, (cols[None, :] + tl.zeros([ROWS, BLOCK], tl.int32)).to(tl.int64),
+                                        bv, bi)
+                else:
+                    best, best_i = _running_argmax(score, best, best_i, col0 + c0)
+            if LANE:
+                best, best_i = _lane_reduce(bv, bi)
             tl.store(GV + rows * NCH + chunk, best, mask=rmask & ~won)
             tl.store(GI + rows * NCH + chunk, best_i, mask=rmask & ~won)
 
@@ -637,11 +694,181 @@ def _winner_pivot(piv, lo, hi, wk, NP: tl.constexpr):
     return tl.where(last & inside[:, None], w1.to(tl.int32)[:, None], piv)
 
 
-@triton.jit
-def _pick_kernel(GV, GI, OUT, B, NCH, ROWS: tl.constexpr, NCHB: tl.constexpr):
-    """Per row, the token of the best chunk (the first chunk among equal values: the lowest index)."""
+_NEED = tl.constexpr(-(2**40))  # candidate state: "drawn by this launch, in its GV/GI partials"
+
+
+@triton.jit(do_not_specialize=["step"])
+def _chain_kernel(
+    X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR,
+    PMAX, MASS, ZP, CS, GV, GI, OUT,
+    B, V, NCH, step, t_val, p_val, omp_val, minp_val,
+    T_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
+    USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
+    PREV: tl.constexpr, CUR: tl.constexpr,
+    CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, NP: tl.constexpr,
+    NCHB: tl.constexpr, CB: tl.constexpr, ACC: tl.constexpr, LANE: tl.constexpr, DRAW: tl.constexpr,
+):
+    """Launch ``step`` >= 2 of the restricted-winner chain (no top-k: top-p and/or min-p; module docstring),
+    program (row block, chunk), after :func:`_step_kernel`'s launch 1 (``WIN``: maxima, whole-row winner
+    partials in ``GV/GI[1]``, ``OUT = -1``).
+
+    Per row: the threshold interval [lo, hi) of the top-p search (t inside) and a candidate ``c`` = the
+    Gumbel-max over ``{key >= lo'} & min-p`` for an earlier lower bound lo' <= t. ``c`` with ``key(c) >= t``
+    is the draw's answer (the argmax over a superset of the kept set that lies in it; lowest index among ties
+    in both), so the row is *closed*: the lead program (chunk 0) writes ``OUT[row] = c``. ``key(c) < lo``
+    rejects ``c``; this launch draws the next candidate over ``{key >= lo}`` (partials ``GV/GI[step % 2]``).
+    Otherwise this pass puts a pivot at ``key(c) + 1``, so the next launch decides. Programs whose rows are
+    all closed return after one load of ``OUT``; a chunk streams only while one of its rows searches or draws.
+
+    ``PREV``: 0 (the previous launch was launch 1) or 2 (a chain pass). ``CUR``: 2 (a search pass: masses at
+    the pivots, ``Z`` in the first) or 3 (the last launch: the interval is one key, so a rejected row's new
+    candidate is exact; with one chunk it goes straight to ``OUT``, else :func:`_pick_kernel` picks).
+    ``CS``: int64 [launches + 1, 4, B] (lo, hi, candidate key or ``_NEED``, candidate token) per launch.
+    ``DRAW`` off (host: launch 2 with top-p, no min-p, no per-row p, scalar p > 0): no row can reject
+    launch 1's winner here (lo is the smallest key), so the draw code is compiled out. ``LANE``: as
+    :func:`_step_kernel`'s.
+    """
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     rmask = rows < B
+    chunk = tl.program_id(1)
+    col0 = chunk * CHUNK
+    ar = tl.arange(0, BLOCK)
+    lead = (tl.zeros([ROWS], dtype=tl.int32) + chunk) == 0
+    par_in = (step + 1) % 2
+    par_out = step % 2
+    live = rmask & (tl.load(OUT + rows, mask=rmask, other=0) < 0)
+    if tl.max(live.to(tl.int32), axis=0) > 0:
+        t = _row_temperature(T_PTR, rows, rmask, t_val, T_ROWS, ROWS)
+        greedy_t = t <= 0.0
+        t_safe = tl.where(greedy_t, 1.0, t)
+        m = _reduce_chunks(PMAX, rows, live, NCH, NCHB, True)
+        greedy = greedy_t | (m == float("inf")) | (m == float("-inf"))
+        m_safe = tl.where(greedy, 0.0, m)
+        key_max = _key(m_safe).to(tl.int64)
+        mp = tl.zeros([ROWS], dtype=tl.float32)
+        if USE_MINP:
+            mp = _row_min_p(MINP_PTR, rows, rmask, minp_val, MINP_ROWS, ROWS)
+        if USE_P:
+            p, omp = _row_top_p(P_PTR, rows, rmask, p_val, omp_val, P_ROWS, ROWS)
+            p_on = (p < 1.0) & (~greedy)
+            srch0 = p_on & (p > 0.0)
+        else:
+            p_on = rows < 0
+            srch0 = p_on
+        if PREV == 0:
+            # p <= 0 keeps the largest token(s): t = key_max; top-p off: t = the smallest key
+            lo = tl.where(p_on & (~srch0), key_max, _KEY_MIN)
+            hi = tl.where(srch0, key_max + 1, lo + 1)
+            ck = tl.full([ROWS], _NEED, tl.int64)
+            ctok = tl.zeros([ROWS], dtype=tl.int64)
+        else:
+            st_in = CS + (step - 1).to(tl.int64) * 4 * B
+            lo = tl.load(st_in + rows, mask=live, other=_KEY_MIN)
+            hi = tl.load(st_in + B + rows, mask=live, other=_KEY_MIN + 1)
+            ck = tl.load(st_in + 2 * B + rows, mask=live, other=_NEED)
+            ctok = tl.load(st_in + 3 * B + rows, mask=live, other=0)
+            if USE_P:
+                piv = _winner_pivot(_pivots(lo, hi, NP), lo, hi, ck, NP)
+                mass = _reduce_parts(MASS, par_in, rows, live, B, NCH, ROWS, NP, NCHB, CB, False)
+                thr = omp * _reduce_chunks(ZP, rows, live, NCH, NCHB, False)
+                lo, hi = _narrow(lo, hi, piv, mass <= thr[:, None])
+        # The candidate the previous launch drew (its best chunk, the first among equals, as the pick).
+        need = live & (ck == _NEED)
+        cc = tl.arange(0, NCHB)
+        pbase = (par_in * B + rows) * NCH
+        gv = tl.load(GV + pbase[:, None] + cc[None, :], mask=need[:, None] & (cc < NCH)[None, :],
+                     other=float("-inf"))
+        tok = tl.load(GI + pbase + tl.argmax(gv, axis=1).to(tl.int64), mask=need, other=0)
+        yw = _load_at(X, rows * stride_x + tok, BAN, rows * stride_ban + tok, need, IS_PROBS, HAS_BAN) / t_safe
+        ok = need & (~greedy)
+        if USE_MINP and PREV == 0:
+            ok = ok & ~(tl.exp(yw - m_safe) < mp)  # launch 1's winner ignored min-p; later ones are inside it
+        ck = tl.where(need, tl.where(ok, _key(yw).to(tl.int64), _KEY_MIN - 1), ck)
+        ctok = tl.where(need, tok, ctok)
+        # greedy rows (launch 2 only) take launch 1's argmax of the raw logits
+        kept = live & (greedy | ((ck >= lo) & (hi <= ck + 1)))
+        tl.store(OUT + rows, ctok, mask=kept & lead)
+        rej = live & (~kept) & (ck < lo)
+        ck = tl.where(rej, _NEED, ck)
+        srch = rows < 0
+        if CUR == 2:
+            st_out = CS + step.to(tl.int64) * 4 * B
+            wmask = live & lead
+            tl.store(st_out + rows, lo, mask=wmask)
+            tl.store(st_out + B + rows, hi, mask=wmask)
+            tl.store(st_out + 2 * B + rows, ck, mask=wmask)
+            tl.store(st_out + 3 * B + rows, ctok, mask=wmask)
+            srch = live & (~kept) & ((hi - lo) > 1)
+        n_srch = tl.max(srch.to(tl.int32), axis=0)
+        n_rej = tl.max(rej.to(tl.int32), axis=0) * DRAW
+        piv = _winner_pivot(_pivots(lo, hi, NP), lo, hi, ck, NP)
+        seed = tl.load(SEED).to(tl.int64)
+        best = tl.full([ROWS], float("-inf"), tl.float32)
+        best_i = tl.zeros([ROWS], dtype=tl.int64) + col0
+        if ACC:
+            mass3 = tl.zeros([ROWS, NP, BLOCK], dtype=tl.float32)
+            z2 = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
+        mass = tl.zeros([ROWS, NP], dtype=tl.float32)
+        z = tl.zeros([ROWS], dtype=tl.float32)
+        if DRAW and LANE:
+            bv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
+            bi = tl.zeros([ROWS, BLOCK], dtype=tl.int64) + col0
+        for c0 in range(0, CHUNK * tl.maximum(n_srch, n_rej), BLOCK):
+            cols = col0 + c0 + ar
+            x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
+            y = x / t_safe[:, None]
+            kk = _key(y)
+            if CUR == 2:
+                if n_srch > 0:
+                    # top-p alone: every key >= the (absent) top-k threshold, as _step_kernel's passes
+                    e = tl.exp(y - m_safe[:, None])
+                    if ACC:
+                        mass3 += _mass_below3(kk, e, piv)
+                        if PREV == 0:
+                            z2 += e
+                    else:
+                        mass += _mass_below(kk, e, piv)
+                        if PREV == 0:
+                            z += tl.sum(e, axis=1)
+            if DRAW:
+                if n_rej > 0:
+                    keep = rej[:, None] & m2 & (kk.to(tl.int64) >= lo[:, None])
+                    if USE_MINP:
+                        keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
+                    score = tl.where(keep, y + _noise(seed, col0 + c0, rows, ROWS, BLOCK), float("-inf"))
+                    if LANE:
+                        bv, bi = _lane_best(score, (cols[None, :] + tl.zeros([ROWS, BLOCK], tl.int32)).to(tl.int64),
+                                            bv, bi)
+                    else:
+                        best, best_i = _running_argmax(score, best, best_i, col0 + c0)
+        if CUR == 2:
+            if ACC:
+                mass = tl.sum(mass3, axis=2)
+                if PREV == 0:
+                    z = tl.sum(z2, axis=1)
+            jn = tl.arange(0, NP)
+            poff = ((par_out * B + rows[:, None]) * NCH + chunk) * NP + jn[None, :]
+            tl.store(MASS + poff, mass, mask=srch[:, None])
+            if PREV == 0:
+                tl.store(ZP + rows * NCH + chunk, z, mask=live)
+        if DRAW:
+            if LANE:
+                best, best_i = _lane_reduce(bv, bi)
+            obase = (par_out * B + rows) * NCH + chunk
+            tl.store(GV + obase, best, mask=rej)
+            tl.store(GI + obase, best_i, mask=rej)
+            if CUR == 3 and NCHB == 1:
+                tl.store(OUT + rows, best_i, mask=rej)
+
+
+@triton.jit
+def _pick_kernel(GV, GI, OUT, B, NCH, ROWS: tl.constexpr, NCHB: tl.constexpr, OPEN: tl.constexpr):
+    """Per row, the token of the best chunk (the first chunk among equal values: the lowest index). ``OPEN``
+    (the chain): only rows still open (``OUT < 0``); closed rows keep their token."""
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rmask = rows < B
+    if OPEN:
+        rmask = rmask & (tl.load(OUT + rows, mask=rmask, other=0) < 0)
     cc = tl.arange(0, NCHB)
     msk = rmask[:, None] & (cc < NCH)[None, :]
     v = tl.load(GV + rows[:, None] * NCH + cc[None, :], mask=msk, other=float("-inf"))
@@ -835,15 +1062,11 @@ def _topk_slow(X, stride_x, BAN, stride_ban, seed, CAND, rows, rmask, full, t_sa
 def _gumbel_best(y, cols, valid, keep, rows, m_safe, mp, seed, V, USE_MINP: tl.constexpr, ROWS: tl.constexpr,
                  W: tl.constexpr):
     """Per row, the best Gumbel-perturbed kept logit of a (ROWS, W) tile and its column (lowest among ties);
-    noise = Philox(seed; counter (column, row)), as the general path."""
+    noise :func:`_noise_at` (lane column % 4 of Philox(seed; counter (column // 4, row))), as the general path."""
     keep = keep & valid
     if USE_MINP:
         keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
-    c2 = cols.to(tl.uint32)
-    r2 = (rows[:, None] + tl.zeros([ROWS, W], dtype=tl.int64)).to(tl.uint32)
-    r0, _r1, _r2, _r3 = tl.random.philox(seed, c2, r2, c2 * 0, c2 * 0)
-    u = tl.random.uint_to_uniform_float(r0)
-    score = tl.where(keep, y - tl.log(-tl.log(u)), float("-inf"))
+    score = tl.where(keep, y + _noise_at(seed, cols, rows, ROWS, W), float("-inf"))
     blk = tl.max(score, axis=1)
     blk_i = tl.min(tl.where(keep & (score == blk[:, None]), cols, V), axis=1)
     return blk, blk_i
@@ -1045,24 +1268,32 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     n_steps = 1 + (passes if use_k else 0) + (passes if use_p else 0)
     st = torch.empty(n_steps + 1, 2, b, dtype=torch.int64, device=dev)
     tk = torch.empty(b, dtype=torch.int64, device=dev) if use_p else out
-    gv = torch.empty(b, nch, **f32)
-    gi = torch.empty(b, nch, dtype=torch.int64, device=dev) if nch > 1 else out
     win = WINNER and not use_k and (use_p or use_minp)
+    if win:
+        # the chain's candidate partials, [launch % 2] (launch 1 writes [1]); CS: its per-launch row state
+        gv2 = torch.empty(2, b, nch, **f32)
+        gi2 = torch.empty(2, b, nch, dtype=torch.int64, device=dev)
+        gv, gi = gv2[1], gi2[1]
+    else:
+        gv = torch.empty(b, nch, **f32)
+        gi = torch.empty(b, nch, dtype=torch.int64, device=dev) if nch > 1 else out
     dummy = out
     grid = (triton.cdiv(b, rows), nch)
     args = (x, x.stride(0), dummy if ban_t is None else ban_t, ban_stride, seed.reshape(-1),
             dummy if ts is None else ts, dummy if ks is None else ks, dummy if ps is None else ps,
-            dummy if mps is None else mps, pmax, cnt, mass, zp, st, tk, gv, gi, b, v, nch)
+            dummy if mps is None else mps, pmax, cnt, mass, zp, st, tk, gv, gi, out, b, v, nch)
     kw = dict(T_ROWS=ts is not None, K_ROWS=ks is not None, P_ROWS=ps is not None, MINP_ROWS=mps is not None,
               USE_K=use_k, USE_P=use_p, USE_MINP=use_minp, IS_PROBS=is_probs, HAS_BAN=ban_t is not None,
               TOP_K_FIRST=top_k_first, CHUNK=cfg["CHUNK"], BLOCK=cfg["BLOCK"], ROWS=rows, NP=npiv,
-              NCHB=cfg["NCHB"], CB=cfg["CB"], WIN=win, ACC=cfg["ACC"], num_warps=cfg["num_warps"])
+              NCHB=cfg["NCHB"], CB=cfg["CB"], WIN=win, ACC=cfg["ACC"], LANE=LANE_ARGMAX, num_warps=cfg["num_warps"])
 
     def launch(step: int, prev: int, cur: int) -> None:
         _step_kernel[grid](*args, step, *scalars, PREV=prev, CUR=cur, **kw)
 
     step, prev = 1, 0
     launch(step, 0, 0)  # maxima (+ top-k pass 1)
+    if win:
+        return _chain(args, kw, grid, cfg, passes if use_p else 0, gv2, gi2, scalars, out)
     if use_k:
         prev = 1
         for _ in range(passes - 1):
@@ -1075,8 +1306,35 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
             prev = 2
     launch(step + 1, prev, 3)  # draw
     if nch > 1:
-        frows = max(1, min(256, 4096 // cfg["NCHB"]))
-        _pick_kernel[(triton.cdiv(b, frows),)](gv, gi, out, b, nch, ROWS=frows, NCHB=cfg["NCHB"], num_warps=4)
+        frows = max(1, min(256, 4096 // cfg["NCHB"], triton.next_power_of_2(b)))
+        _pick_kernel[(triton.cdiv(b, frows),)](gv, gi, out, b, nch, ROWS=frows, NCHB=cfg["NCHB"], OPEN=False,
+                                               num_warps=4)
+    return out
+
+
+def _chain(args, kw, grid, cfg, passes, gv2, gi2, scalars, out) -> torch.Tensor:
+    """Launches 2 .. passes + 2 of the restricted-winner chain (:func:`_chain_kernel`) after launch 1, then the
+    pick of the rows still open (when a row has more than one chunk)."""
+    x, b, nch = args[0], args[-3], args[-1]
+    cs = torch.empty(passes + 3, 4, b, dtype=torch.int64, device=x.device)
+    cargs = args[:6] + args[7:10] + (args[11], args[12], cs, gv2, gi2, out, b, args[-2], nch)
+    ckw = {k: kw[k] for k in ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN", "CHUNK",
+                              "BLOCK", "ROWS", "NP", "NCHB", "CB", "ACC", "LANE", "num_warps")}
+    t_val, _k, p_val, omp_val, minp_val = scalars
+    # launch 2 cannot reject launch 1's winner without min-p and with one p > 0 (module docstring): no draw code
+    draw2 = kw["USE_MINP"] or kw["P_ROWS"] or not p_val > 0.0
+    step, prev = 1, 0
+    for _ in range(passes):
+        step += 1
+        _chain_kernel[grid](*cargs, step, t_val, p_val, omp_val, minp_val, PREV=prev, CUR=2,
+                            DRAW=bool(prev == 2 or draw2), **ckw)
+        prev = 2
+    step += 1
+    _chain_kernel[grid](*cargs, step, t_val, p_val, omp_val, minp_val, PREV=prev, CUR=3, DRAW=True, **ckw)
+    if nch > 1:
+        frows = max(1, min(256, 4096 // cfg["NCHB"], triton.next_power_of_2(b)))
+        _pick_kernel[(triton.cdiv(b, frows),)](gv2[step % 2], gi2[step % 2], out, b, nch, ROWS=frows,
+                                               NCHB=cfg["NCHB"], OPEN=True, num_warps=4)
     return out
 
 
@@ -1099,15 +1357,16 @@ def _search_aot_cases() -> list[dict[str, Any]]:
     ptr = {"X": "*fp32", "stride_x": "i32", "BAN": "*i64", "stride_ban": "i32", "SEED": "*i64",
            "T_PTR": "*i64", "K_PTR": "*i64", "P_PTR": "*i64", "MINP_PTR": "*i64", "PMAX": "*fp32",
            "CNT": "*i32", "MASS": "*fp32", "ZP": "*fp32", "ST": "*i64", "TK": "*i64", "GV": "*fp32",
-           "GI": "*i64", "B": "i32", "V": "i32", "NCH": "i32", "step": "i32", "t_val": "fp32",
+           "GI": "*i64", "OUT": "*i64", "B": "i32", "V": "i32", "NCH": "i32", "step": "i32", "t_val": "fp32",
            "k_val": "i32", "p_val": "fp32", "omp_val": "fp32", "minp_val": "fp32"}
     flags = ("T_ROWS", "K_ROWS", "P_ROWS", "MINP_ROWS", "USE_K", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN",
-             "TOP_K_FIRST", "PREV", "CUR", "CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB", "WIN", "ACC")
+             "TOP_K_FIRST", "PREV", "CUR", "CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB", "WIN", "ACC", "LANE")
     cases = []
     for b, v in AOT_SHAPES:
         cfg = launch_config(b, v, interp=False)
         base = dict(T_ROWS=False, K_ROWS=False, P_ROWS=False, MINP_ROWS=False, USE_K=True, USE_P=True,
                     USE_MINP=False, IS_PROBS=False, HAS_BAN=False, TOP_K_FIRST=True, WIN=False, ACC=cfg["ACC"],
+                    LANE=LANE_ARGMAX,
                     **{k: cfg[k] for k in ("CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB")})
         spill = "B=64 top-p pass of the general path spills with triton 3.6 (issue 16)"
         for prev, cur in ((0, 0), (1, 1), (1, 2), (2, 2), (2, 3)):
@@ -1122,18 +1381,35 @@ def _search_aot_cases() -> list[dict[str, Any]]:
                 # 21 / 25 SGPRs and 16 B of sm_90 stack. The measured top-p-only launches (USE_K off) are clean.
                 case["known_spill"] = "general path with top-k at B=1: SGPR spills (gfx), 16 B stack (sm_90)"
             cases.append(case)
-        # top-p only (WIN: launch 1 draws the winner; passes PREV=0 -> 2, 2 -> 2; draw 2 -> 3)
-        for prev, cur in ((0, 0), (0, 2), (2, 2), (2, 3)):
-            cases.append({"name": f"sample top-p-only step PREV={prev} CUR={cur} B={b} V={v}", "fn": _step_kernel,
-                          "signature": {**ptr, **{k: "constexpr" for k in flags}},
-                          "constexprs": {**base, "USE_K": False, "WIN": True, "PREV": prev, "CUR": cur},
+        # top-p and/or min-p without top-k: launch 1 (WIN) draws the winner, then the chain (_chain_kernel):
+        # top-p passes PREV=0 -> 2, 2 -> 2, the last launch 2 -> 3; min-p alone 0 -> 3
+        cases.append({"name": f"sample top-p-only step PREV=0 CUR=0 B={b} V={v}", "fn": _step_kernel,
+                      "signature": {**ptr, **{k: "constexpr" for k in flags}},
+                      "constexprs": {**base, "USE_K": False, "WIN": True, "PREV": 0, "CUR": 0},
+                      "num_warps": cfg["num_warps"]})
+        csig = {k: ptr[k] for k in ("X", "stride_x", "BAN", "stride_ban", "SEED", "T_PTR", "P_PTR", "MINP_PTR",
+                                    "PMAX", "MASS", "ZP")}
+        csig.update({"CS": "*i64", "GV": "*fp32", "GI": "*i64", "OUT": "*i64", "B": "i32", "V": "i32",
+                     "NCH": "i32", "step": "i32", "t_val": "fp32", "p_val": "fp32", "omp_val": "fp32",
+                     "minp_val": "fp32"})
+        cflags = ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN", "PREV", "CUR",
+                  "CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB", "ACC", "LANE", "DRAW")
+        csig.update({k: "constexpr" for k in cflags})
+        cbase = {k: base[k] for k in cflags if k in base}
+        for prev, cur, use_p, use_minp in ((0, 2, True, False), (2, 2, True, False), (2, 3, True, False),
+                                           (0, 3, False, True)):
+            cases.append({"name": f"sample chain PREV={prev} CUR={cur} top-p={use_p} min-p={use_minp} B={b} V={v}",
+                          "fn": _chain_kernel, "signature": csig,
+                          "constexprs": {**cbase, "USE_P": use_p, "USE_MINP": use_minp, "PREV": prev, "CUR": cur,
+                                         "DRAW": prev == 2 or cur == 3},
                           "num_warps": cfg["num_warps"]})
         if cfg["NCH"] > 1:
-            frows = max(1, min(256, 4096 // cfg["NCHB"]))
-            cases.append({"name": f"sample pick B={b} V={v}", "fn": _pick_kernel,
-                          "signature": {"GV": "*fp32", "GI": "*i64", "OUT": "*i64", "B": "i32", "NCH": "i32",
-                                        "ROWS": "constexpr", "NCHB": "constexpr"},
-                          "constexprs": {"ROWS": frows, "NCHB": cfg["NCHB"]}, "num_warps": 4})
+            frows = max(1, min(256, 4096 // cfg["NCHB"], triton.next_power_of_2(b)))
+            for open_ in (False, True):
+                cases.append({"name": f"sample pick OPEN={open_} B={b} V={v}", "fn": _pick_kernel,
+                              "signature": {"GV": "*fp32", "GI": "*i64", "OUT": "*i64", "B": "i32", "NCH": "i32",
+                                            "ROWS": "constexpr", "NCHB": "constexpr", "OPEN": "constexpr"},
+                              "constexprs": {"ROWS": frows, "NCHB": cfg["NCHB"], "OPEN": open_}, "num_warps": 4})
     return cases
 
 

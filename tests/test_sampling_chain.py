@@ -1,0 +1,136 @@
+"""Triton sampler without top-k, session topp2 (issue 14): the shared four-lane noise and the restricted-winner
+chain (``_chain_kernel``), under the interpreter (tiny shapes).
+
+- Noise: :func:`_noise` (one Philox call per four columns, lanes interleaved by join/reshape) and
+  :func:`_noise_at` (any columns, lane ``column % 4``) give bit-identical values, and the uniforms behind them
+  pass a Kolmogorov-Smirnov test.
+- Chain: a row closes when its candidate (the Gumbel-max over ``key >= lo``, lo a lower bound of the top-p
+  threshold) is kept; rows whose candidates are rejected again and again (low p, high temperature, split
+  rows, per-row p / min-p, a bf16 row of ties) still draw exactly the plain search's token (``WINNER = False``),
+  and closed rows stop early (counted per launch).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+from scipy.stats import chisquare, kstest
+
+from rocm_inductor.providers.reference_sampling import exact_distribution
+from rocm_inductor.providers.triton import sampling as S
+
+_G = torch.Generator().manual_seed(11)
+
+
+@triton.jit
+def _noise_pair(SEED, PERM, OUT_A, OUT_B, ROWS: tl.constexpr, W: tl.constexpr):
+    rows = tl.arange(0, ROWS).to(tl.int64) + 3
+    seed = tl.load(SEED)
+    a = S._noise(seed, 8, rows, ROWS, W)  # columns 8 .. 8 + W - 1
+    off = tl.arange(0, ROWS)[:, None] * W + tl.arange(0, W)[None, :]
+    tl.store(OUT_A + off, a)
+    cols = tl.load(PERM + off)  # any order of the same columns
+    tl.store(OUT_B + off, S._noise_at(seed, cols, rows, ROWS, W))
+
+
+def test_four_lane_noise_equals_per_column_noise_and_is_uniform():
+    rows, w = 4, 256
+    seed = torch.tensor([987654321], dtype=torch.int64)
+    perm = torch.stack([torch.randperm(w, generator=_G) for _ in range(rows)]).to(torch.int32) + 8
+    a = torch.empty(rows, w)
+    b = torch.empty(rows, w)
+    _noise_pair[(1,)](seed, perm, a, b, ROWS=rows, W=w)
+    gathered = torch.gather(a, 1, (perm - 8).long())
+    assert torch.equal(gathered, b)
+    u = torch.exp(-torch.exp(-a.double())).flatten()  # Gumbel CDF: back to the uniforms
+    assert kstest(u.numpy(), "uniform").pvalue > 1e-4
+    assert len(set(a.flatten().tolist())) == a.numel()  # four lanes, no repeats
+
+
+def _draw(x, seed, **kw):
+    kw = {"temperature": 1.0, "top_p": 1.0, "min_p": 0.0, "t_rows": None, "p_rows": None, "mp_rows": None} | kw
+    seed_t = torch.tensor([seed], dtype=torch.int64)
+    return S.sample(x, seed_t, kw["t_rows"], kw["temperature"], None, 0, kw["p_rows"], kw["top_p"], kw["mp_rows"],
+                    kw["min_p"], None, False, True)
+
+
+def _counting(monkeypatch):
+    """Wrap ``_chain_kernel`` to record (CUR, closed rows) after every launch."""
+    orig, log = S._chain_kernel, []
+
+    class Wrap:
+        def __getitem__(self, grid):
+            def go(*a, **k):
+                orig[grid](*a, **k)
+                log.append((k["CUR"], int((a[14] >= 0).sum())))
+            return go
+    monkeypatch.setattr(S, "_chain_kernel", Wrap())
+    return log
+
+
+@pytest.mark.parametrize("chunk", [None, pytest.param(64, marks=pytest.mark.slow)])
+def test_chain_rejected_candidates_draw_the_searchs_tokens(chunk, monkeypatch):
+    """Low p and high temperature reject the first candidates of most rows; per-row p (0 and 1 included) and
+    min-p; a bf16 row of exact ties; rows split into 64-column chunks. Same tokens as the plain search."""
+    monkeypatch.setattr(S, "FORCE_CHUNK", chunk)
+    x = torch.randn(24, 301, generator=_G) * 2.5
+    x[5] = 1.0  # all tied
+    cases = [dict(temperature=2.0, top_p=0.1), dict(temperature=1.5, top_p=0.35, min_p=0.05),
+             dict(p_rows=torch.linspace(0.0, 1.0, 24), mp_rows=torch.linspace(0.0, 0.2, 24), temperature=1.3)]
+    for kw in cases:
+        for xx in (x, x.to(torch.bfloat16)):
+            for seed in (1, 2):
+                monkeypatch.setattr(S, "WINNER", True)
+                a = _draw(xx, seed, **kw)
+                monkeypatch.setattr(S, "WINNER", False)
+                assert torch.equal(a, _draw(xx, seed, **kw)), (kw, xx.dtype, seed)
+
+
+def test_chain_closes_rows_early(monkeypatch):
+    """p = 0.9: every row is closed well before the last launch (the winner is kept with probability >= p, a
+    rejected row's next candidate is tested one or two launches later); min-p alone is launch 1 + one launch."""
+    monkeypatch.setattr(S, "WINNER", True)
+    x = torch.randn(64, 500, generator=_G) * 3
+    log = _counting(monkeypatch)
+    _draw(x, 5, temperature=0.7, top_p=0.9)
+    assert len(log) == S.search_passes(S.INTERP_NPIV) + 1 and log[-1] == (3, 64)
+    assert log[3][1] == 64, log  # all closed by the fourth chain launch (launch 5)
+    log.clear()
+    _draw(x, 5, temperature=0.7, min_p=0.1)
+    assert [c for c, _ in log] == [3]
+
+
+def test_chain_chi_square_with_rejections(monkeypatch):
+    """3000 identical rows, p low enough that the first candidate is rejected about half the time."""
+    monkeypatch.setattr(S, "WINNER", True)
+    lg = torch.randn(29, generator=_G) * 1.2
+    x = lg.expand(3000, 29).contiguous()
+    for t, p, mp in ((1.4, 0.5, 0.0), (1.0, 0.6, 0.08)):
+        tok = _draw(x, 17, temperature=t, top_p=p, min_p=mp)
+        probs = exact_distribution(lg, t, 0, p, mp)
+        counts = torch.bincount(tok, minlength=29).double()
+        sup = probs > 0
+        assert counts[~sup].sum() == 0
+        assert chisquare(counts[sup].numpy(), (probs[sup] * counts.sum()).numpy()).pvalue > 1e-4, (t, p, mp)
+
+
+def test_lane_accumulators_draw_the_same_tokens(monkeypatch):
+    """``LANE_ARGMAX`` (per-lane max / argmax over the chunk, reduced once) against the per-block reductions:
+    top-p and min-p (chain), per-row k (the general path's draw), greedy, all -inf and tied rows, split rows."""
+    monkeypatch.setattr(S, "FORCE_CHUNK", 64)
+    x = torch.randn(12, 203, generator=_G) * 2.0
+    x[0] = -float("inf")
+    x[1] = 0.5
+    x[2, 100] = float("inf")
+    t_rows = torch.linspace(0.0, 1.5, 12)
+    out = []
+    for lane in (False, True):
+        monkeypatch.setattr(S, "LANE_ARGMAX", lane)
+        seed = torch.tensor([9], dtype=torch.int64)
+        out.append(torch.stack([
+            _draw(x, 9, temperature=0.9, top_p=0.6), _draw(x, 9, min_p=0.1, t_rows=t_rows),
+            S.sample(x, seed, t_rows, 1.0, torch.full((12,), 30), 0, None, 0.8, None, 0.0, None, False, True)]))
+    assert torch.equal(out[0], out[1])
+    assert out[1][0, 0] == 0 and out[1][0, 2] == 100
