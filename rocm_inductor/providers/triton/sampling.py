@@ -137,6 +137,18 @@ FAST_NPIV = 8
 FAST_NPIV_WIDE = 4
 #: Warps of launch 2 (16 * 64 = 1024 threads: the ROCm work-group limit).
 NUM_WARPS2 = 16
+#: Launch 2, compact tail (issue 14, B=1 latency): after the bound T0 every column >= the k-th value is among
+#: the gathered candidates with key >= T0 (about k of them: the groups reaching T0 hold k..GROUP_CAP group maxima
+#: and rarely a second column above T0). Up to CAND_CAP of them are packed (key << 32 | column) into a per-row
+#: scratch row and the exact k-th value, HF top-p (mass of keys <= each key) and the draw run as one
+#: all-pairs (CAND_CAP x CAND_CAP) compare each, instead of two pivot searches of ~7-11 dependent passes. A
+#: row with more candidates (ties) takes the pivot searches. 0: pivot searches only (the path before).
+CAND_CAP = 128
+#: Launch 2's bound search over the group maxima: pivots per pass (None: FAST_NPIV / FAST_NPIV_WIDE), and
+#: whether its first pass places the pivots at geometric key distances 2^31 .. 2^10 below the row max (the
+#: k-th group max of float logits lies ~2^20-2^23 keys below it; uniform pivots spend ~2 passes reaching there).
+FAST_NPIV_BOUND: int | None = None
+FAST_GEO = True
 INTERP_GROUP = 8
 #: Tests turn this off to compare the two paths.
 FAST_TOPK = True
@@ -664,7 +676,9 @@ def fast_config(b: int, v: int) -> dict[str, int]:
         ``ROWS`` (rows per program of launch 1 / 2), ``ET`` (register tile of group maxima, next_pow2(NG)),
         ``CT`` (register tile of candidate columns, GCAP * G), ``FB`` (tile of the whole-row fallback),
         ``NP`` / ``NPASS`` (pivots per search pass / passes that shrink the 2^32 key range to width 1),
-        ``num_warps1`` / ``num_warps``.
+        ``CC`` (compact candidate slots, :data:`CAND_CAP` capped at ``CT``; 0 = pivot searches only), ``NPB``
+        (pivots per pass of the bound search), ``GEO`` (geometric first bound pass), ``num_warps1`` /
+        ``num_warps``.
 
     GPU: ``G`` = 32 columns up to V = 131072, else 64 (``ET`` <= 4096); ``GCAP`` = 64 groups (``CT`` 2048 /
     4096); launch 1 aims at :data:`TARGET_PROGRAMS` programs of ``CG`` in [32, 512] groups (B=1, V=128256:
@@ -693,8 +707,12 @@ def fast_config(b: int, v: int) -> dict[str, int]:
         sbg = min(cg, FAST_TILE // g)
         rows1 = rows = 1
         fb = FAST_TILE
+    cc = min(triton.next_power_of_2(CAND_CAP), ct) if CAND_CAP else 0
+    if interp and cc:
+        rows = max(1, min(rows, INTERP_COMPARE_TILE // (cc * cc)))
+    npb = FAST_NPIV_BOUND or npiv
     return dict(G=g, NG=ng, GCAP=gcap, CG=cg, SBG=sbg, ROWS1=rows1, ROWS=rows, ET=ngb, CT=ct, FB=fb, NP=npiv,
-                NPASS=search_passes(npiv), num_warps1=4, num_warps=NUM_WARPS2)
+                NPASS=search_passes(npiv), CC=cc, NPB=npb, GEO=bool(FAST_GEO), num_warps1=4, num_warps=NUM_WARPS2)
 
 
 def fast_path_ok(b: int, v: int, top_k: torch.Tensor | None, top_k_value: int, use_p: bool,
@@ -850,16 +868,111 @@ def _gumbel_best(y, cols, valid, keep, rows, m_safe, mp, seed, V, USE_MINP: tl.c
 
 
 @triton.jit
+def _bound_pass(ek, em, piv, k, lo, hi, c_lo, active, GCAP: tl.constexpr):
+    """One pass of launch 2's bound search over the group-max keys ``ek`` (ROWS, ET) with pivots ``piv``
+    (ROWS, NPB, any order): rows still ``active`` raise ``lo`` to the largest pivot with at least k groups
+    reaching it (``c_lo``: that count) and lower ``hi``; a row stops once at most GCAP groups reach ``lo``."""
+    cnt = _count_ge_reg(ek, em, piv).to(tl.int64)
+    ok = cnt >= k[:, None]
+    c_new = tl.min(tl.where(ok, cnt, c_lo[:, None]), axis=1)  # count at the largest pivot kept (decreasing)
+    lo2, hi2 = _narrow(lo, hi, piv, ok)
+    lo = tl.where(active, lo2, lo)
+    hi = tl.where(active, hi2, hi)
+    c_lo = tl.where(active, c_new, c_lo)
+    return lo, hi, c_lo, active & ((hi - lo) > 1) & (c_lo > GCAP)
+
+
+@triton.jit
+def _topk_search_draw(y, cols, valid, kk, rows, rmask, t0, key_max, m_safe, k, p, omp, p_on, mp, seed, V,
+                      USE_P: tl.constexpr, USE_MINP: tl.constexpr, NP: tl.constexpr, ROWS: tl.constexpr,
+                      CT: tl.constexpr):
+    """Launch 2's tail over the (ROWS, CT) gathered candidates by pivot searches: the exact k-th key from
+    [T0, max] (ties kept), HF top-p on the renormalised top-k set (the largest key whose strictly-lower mass
+    is <= (1 - p) * Z; p <= 0 keeps the largest token(s)), min-p, the Gumbel-max draw. Returns (ROWS,) int64
+    tokens. Used where more than ``CC`` candidates reach T0 (ties), or everywhere with ``CC = 0``."""
+    lo = t0
+    hi = key_max + 1
+    while tl.max((rmask & ((hi - lo) > 1)).to(tl.int32), axis=0) > 0:  # until every row's interval is one key
+        piv = _pivots(lo, hi, NP)
+        lo, hi = _narrow(lo, hi, piv, _count_ge_reg(kk, valid, piv).to(tl.int64) >= k[:, None])
+    tk = lo
+    tp = tl.full([ROWS], _KEY_MIN, tl.int64)
+    if USE_P:
+        e = tl.where(valid & (kk.to(tl.int64) >= tk[:, None]), tl.exp(y - m_safe[:, None]), 0.0)
+        thr = omp * tl.sum(e, axis=1)
+        lo = tk
+        hi = tl.where(p_on & (p > 0.0), key_max + 1, lo + 1)
+        while tl.max((rmask & ((hi - lo) > 1)).to(tl.int32), axis=0) > 0:
+            piv = _pivots(lo, hi, NP)
+            lo, hi = _narrow(lo, hi, piv, _mass_below_reg(kk, e, piv) <= thr[:, None])
+        tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
+    keep_from = tl.maximum(tk, tp)
+    _best, best_i = _gumbel_best(y, cols, valid, kk.to(tl.int64) >= keep_from[:, None], rows, m_safe, mp, seed, V,
+                                 USE_MINP, ROWS, CT)
+    return best_i
+
+
+@triton.jit
+def _topk_compact_draw(CBUF, y, cols, valid, kk, rows, rmask, t0, key_max, m_safe, k, p, omp, p_on, mp, seed, V,
+                       USE_P: tl.constexpr, USE_MINP: tl.constexpr, ROWS: tl.constexpr, CT: tl.constexpr,
+                       CC: tl.constexpr):
+    """Launch 2's tail by compaction (:data:`CAND_CAP`): the candidates with key >= T0 (every column >= the
+    k-th value) are packed ``key << 32 | column`` (ascending column) into the row's ``CBUF`` scratch row and
+    read back as (ROWS, CC) registers; then, with all-pairs (CC x CC) compares and no search:
+
+    - k-th key ``tk`` = the largest key ``key_i`` with ``count(key >= key_i) >= k`` (the pivot search's answer:
+      ``count(key >= t)`` only steps at candidate keys), at least T0;
+    - top-p: candidate i is kept iff ``mass(key <= key_i) > (1 - p) * Z`` over the top-k set, i.e. ``tp`` is
+      the smallest such key (the largest key whose strictly-lower mass is <= (1 - p) * Z, as the search),
+      at most the row max; p <= 0 keeps the largest token(s);
+    - min-p and the Gumbel-max draw with the same (seed, column, row) noise.
+
+    Returns (ROWS,) int64 tokens and (ROWS,) bool ``big``: rows with more than CC candidates (their token is
+    not valid here; the caller runs :func:`_topk_search_draw` for them). Masses are float32 sums in another
+    order than the search's: a top-p boundary may differ within float32 rounding, as between chunkings."""
+    kk64 = kk.to(tl.int64)
+    sel = valid & (kk64 >= t0[:, None])
+    n_c = tl.sum(sel.to(tl.int32), axis=1)
+    pos = tl.cumsum(sel.to(tl.int32), axis=1) - 1
+    tl.store(CBUF + rows[:, None] * CC + pos, (kk64 << 32) | cols, mask=sel & (pos < CC))
+    tl.debug_barrier()
+    ca = tl.arange(0, CC)
+    vc = rmask[:, None] & (ca[None, :] < n_c[:, None])
+    pk = tl.load(CBUF + rows[:, None] * CC + ca[None, :], mask=vc, other=0)
+    kc = tl.where(vc, pk >> 32, _KEY_MIN)  # below every real key (-inf's is -2^31 + 2^23 - 1)
+    colc = pk - ((pk >> 32) << 32)
+    kc32 = kc.to(tl.int32)
+    yc = tl.where(kc32 >= 0, kc32, kc32 ^ 0x7FFFFFFF).to(tl.float32, bitcast=True)  # _key's inverse
+    # exact k-th key (ties kept): count_i = #{j: key_j >= key_i}
+    cnt = tl.sum((kc[:, None, :] >= kc[:, :, None]).to(tl.int32), axis=2)
+    tk = tl.max(tl.where(vc & (cnt >= k[:, None]), kc, t0[:, None]), axis=1)
+    tp = tl.full([ROWS], _KEY_MIN, tl.int64)
+    top = vc & (kc >= tk[:, None])
+    if USE_P:
+        e = tl.where(top, tl.exp(yc - m_safe[:, None]), 0.0)
+        thr = omp * tl.sum(e, axis=1)
+        mle = tl.sum(tl.where(kc[:, None, :] <= kc[:, :, None], e[:, None, :], 0.0), axis=2)
+        tpd = tl.min(tl.where(top & (mle > thr[:, None]), kc, key_max[:, None]), axis=1)
+        tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, tl.minimum(tpd, key_max), _KEY_MIN))
+    keep_from = tl.maximum(tk, tp)
+    _best, best_i = _gumbel_best(yc, colc, vc, kc >= keep_from[:, None], rows, m_safe, mp, seed, V, USE_MINP,
+                                 ROWS, CC)
+    return best_i, (n_c > CC) & rmask
+
+
+@triton.jit
 def _topk_draw_kernel(
-    X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR, GM, CAND, OUT,
+    X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR, GM, CAND, CBUF, OUT,
     B, V, NG, k_val, t_val, p_val, omp_val, minp_val,
     T_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
     USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
     G: tl.constexpr, GCAP: tl.constexpr, ET: tl.constexpr, CT: tl.constexpr, FB: tl.constexpr,
-    NP: tl.constexpr, NPASS: tl.constexpr, ROWS: tl.constexpr,
+    NP: tl.constexpr, NPASS: tl.constexpr, CC: tl.constexpr, NPB: tl.constexpr, GEO: tl.constexpr,
+    ROWS: tl.constexpr,
 ):
     """Launch 2 of the top-k path, one program per row block (one row on a GPU); module docstring. The group
-    maxima (ET) and the gathered candidate columns (CT) stay in registers for every search pass."""
+    maxima (ET) and the gathered candidate columns (CT) stay in registers; the tail runs on the compacted
+    candidates (``CC`` > 0, :func:`_topk_compact_draw`) or by pivot searches (:func:`_topk_search_draw`)."""
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     rmask = rows < B
     t = _row_temperature(T_PTR, rows, rmask, t_val, T_ROWS, ROWS)
@@ -883,24 +996,21 @@ def _topk_draw_kernel(
     tok_g = tl.min(tl.where(gm2 & (yg == m[:, None]), gcols, V), axis=1)
     tok_g = tl.where(tok_g >= V, 0, tok_g)
 
-    # 1. T0 = the k-th largest group max: every column >= the row's k-th value lies in a group whose max is
-    #    >= T0, and there are k such groups (+ ties at T0).
+    # 1. T0 = a lower bound of the k-th largest group max: every column >= the row's k-th value lies in a
+    #    group whose max is >= T0. Any lo of the search is such a bound (count(>= lo) >= k): stop as soon as at
+    #    most GCAP groups reach it.
     ek = _key(ev)
     lo = tl.full([ROWS], _KEY_MIN, tl.int64)
     hi = key_max + 1
-    #    Any lo of the search is such a bound (count(>= lo) >= k): stop as soon as at most GCAP groups reach it.
     c_lo = tl.zeros([ROWS], dtype=tl.int64) + NG
     active = rmask & ((hi - lo) > 1) & (c_lo > GCAP)
+    if GEO:  # first pass: pivots 2^31 .. 2^10 keys below the row max (geometric), clamped into (lo, hi)
+        sh = 31 - (21 * tl.arange(0, NPB).to(tl.int64)) // (NPB - 1)
+        d = tl.full([NPB], 1, tl.int64) << sh
+        piv = tl.maximum(hi[:, None] - d[None, :], lo[:, None] + 1).to(tl.int32)
+        lo, hi, c_lo, active = _bound_pass(ek, em, piv, k, lo, hi, c_lo, active, GCAP)
     while tl.max(active.to(tl.int32), axis=0) > 0:  # a loop, not unrolled: compile time
-        piv = _pivots(lo, hi, NP)
-        cnt = _count_ge_reg(ek, em, piv).to(tl.int64)
-        ok = cnt >= k[:, None]
-        c_new = tl.min(tl.where(ok, cnt, c_lo[:, None]), axis=1)  # count at the largest pivot kept (decreasing)
-        lo2, hi2 = _narrow(lo, hi, piv, ok)
-        lo = tl.where(active, lo2, lo)
-        hi = tl.where(active, hi2, hi)
-        c_lo = tl.where(active, c_new, c_lo)
-        active = active & ((hi - lo) > 1) & (c_lo > GCAP)
+        lo, hi, c_lo, active = _bound_pass(ek, em, _pivots(lo, hi, NPB), k, lo, hi, c_lo, active, GCAP)
     t0 = lo
     # 2. Those groups' ids, ascending, at most GCAP per row (more: the row takes the whole-row fallback).
     sel = em & (ek.to(tl.int64) >= t0[:, None])
@@ -917,41 +1027,30 @@ def _topk_draw_kernel(
                  HAS_BAN) / t_safe[:, None]
     kk = _key(y)
 
-    # 3. The exact k-th largest value among the candidates (ties kept), starting from [T0, max].
-    lo = t0
-    hi = key_max + 1
-    while tl.max((rmask & ((hi - lo) > 1)).to(tl.int32), axis=0) > 0:  # until every row's interval is one key
-        piv = _pivots(lo, hi, NP)
-        lo, hi = _narrow(lo, hi, piv, _count_ge_reg(kk, valid, piv).to(tl.int64) >= k[:, None])
-    tk = lo
-
-    # 4. Top-p on the renormalised top-k set (HF order): the largest key whose strictly-lower mass within the
-    #    set is <= (1 - p) * Z; p <= 0 keeps the largest token(s).
-    tp = tl.full([ROWS], _KEY_MIN, tl.int64)
+    # 3. Row parameters of top-p / min-p (HF order: top-p on the renormalised top-k set).
     p = tl.zeros([ROWS], dtype=tl.float32) + 1.0
     omp = tl.zeros([ROWS], dtype=tl.float32)
     p_on = p < 0.0
     if USE_P:
         p, omp = _row_top_p(P_PTR, rows, rmask, p_val, omp_val, P_ROWS, ROWS)
         p_on = (p < 1.0) & (~greedy)
-        e = tl.where(valid & (kk.to(tl.int64) >= tk[:, None]), tl.exp(y - m_safe[:, None]), 0.0)
-        thr = omp * tl.sum(e, axis=1)
-        lo = tk
-        hi = tl.where(p_on & (p > 0.0), key_max + 1, lo + 1)
-        while tl.max((rmask & ((hi - lo) > 1)).to(tl.int32), axis=0) > 0:
-            piv = _pivots(lo, hi, NP)
-            lo, hi = _narrow(lo, hi, piv, _mass_below_reg(kk, e, piv) <= thr[:, None])
-        tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
-
-    # 5. min-p, then Gumbel-max over the kept candidates; noise keyed by (seed, column, row) as the general
-    #    path, so both paths draw the same token from the same kept set.
-    keep_from = tl.maximum(tk, tp)
     mp = tl.zeros([ROWS], dtype=tl.float32)
     if USE_MINP:
         mp = _row_min_p(MINP_PTR, rows, rmask, minp_val, MINP_ROWS, ROWS)
     seed = tl.load(SEED).to(tl.int64)
-    _best, best_i = _gumbel_best(y, cols, valid, kk.to(tl.int64) >= keep_from[:, None], rows, m_safe, mp, seed, V,
-                                 USE_MINP, ROWS, CT)
+
+    # 4. Exact k-th value (ties kept), top-p, min-p and the Gumbel-max draw over the kept candidates; noise
+    #    keyed by (seed, column, row) as the general path, so both paths draw the same token from the same set.
+    if CC > 0:
+        best_i, big = _topk_compact_draw(CBUF, y, cols, valid, kk, rows, rmask, t0, key_max, m_safe, k, p, omp,
+                                         p_on, mp, seed, V, USE_P, USE_MINP, ROWS, CT, CC)
+        if tl.sum(big.to(tl.int32), axis=0) > 0:
+            srch = _topk_search_draw(y, cols, valid, kk, rows, rmask & big, t0, key_max, m_safe, k, p, omp, p_on,
+                                     mp, seed, V, USE_P, USE_MINP, NP, ROWS, CT)
+            best_i = tl.where(big, srch, best_i)
+    else:
+        best_i = _topk_search_draw(y, cols, valid, kk, rows, rmask, t0, key_max, m_safe, k, p, omp, p_on, mp, seed,
+                                   V, USE_P, USE_MINP, NP, ROWS, CT)
     if tl.sum(full.to(tl.int32), axis=0) > 0:
         slow = _topk_slow(X, stride_x, BAN, stride_ban, seed, CAND, rows, rmask, full, t_safe, m_safe, key_max,
                           k, t0, p, omp, p_on, mp, V, USE_P, USE_MINP, IS_PROBS, HAS_BAN, G, GCAP, FB, NP, NPASS,
@@ -967,6 +1066,7 @@ def _sample_topk(x, seed, ts, k, ps, mps, ban_t, ban_stride, use_p, use_minp, is
     dev = x.device
     gm = torch.empty(b, cfg["NG"], dtype=torch.float32, device=dev)
     cand = torch.empty(b, cfg["GCAP"], dtype=torch.int32, device=dev)
+    cbuf = torch.empty(b, max(cfg["CC"], 1), dtype=torch.int64, device=dev)
     dummy = out
     ban_arg = dummy if ban_t is None else ban_t
     t_arg = dummy if ts is None else ts
@@ -978,11 +1078,11 @@ def _sample_topk(x, seed, ts, k, ps, mps, ban_t, ban_stride, use_p, use_minp, is
                              **common)
     grid2 = (triton.cdiv(b, cfg["ROWS"]),)
     _topk_draw_kernel[grid2](x, x.stride(0), ban_arg, ban_stride, seed.reshape(-1), t_arg,
-                             dummy if ps is None else ps, dummy if mps is None else mps, gm, cand, out,
+                             dummy if ps is None else ps, dummy if mps is None else mps, gm, cand, cbuf, out,
                              b, v, cfg["NG"], int(k), t_val, p_val, omp_val, minp_val,
                              P_ROWS=ps is not None, MINP_ROWS=mps is not None, USE_P=use_p, USE_MINP=use_minp,
                              GCAP=cfg["GCAP"], ET=cfg["ET"], CT=cfg["CT"], FB=cfg["FB"], NP=cfg["NP"],
-                             NPASS=cfg["NPASS"],
+                             NPASS=cfg["NPASS"], CC=cfg["CC"], NPB=cfg["NPB"], GEO=cfg["GEO"],
                              ROWS=cfg["ROWS"], num_warps=cfg["num_warps"], **common)
     return out
 
@@ -1157,18 +1257,22 @@ def aot_cases() -> list[dict[str, Any]]:
                                          "G": GROUP, "CG": cg, "SBG": min(cg, FAST_TILE // GROUP), "ROWS": 1},
                           "num_warps": 4})
         sig2 = {"X": dt, "stride_x": "i32", "BAN": "*i1", "stride_ban": "i32", "SEED": "*i64", "T_PTR": "*fp32",
-                "P_PTR": "*fp64", "MINP_PTR": "*fp32", "GM": "*fp32", "CAND": "*i32", "OUT": "*i64", "B": "i32",
+                "P_PTR": "*fp64", "MINP_PTR": "*fp32", "GM": "*fp32", "CAND": "*i32", "CBUF": "*i64", "OUT": "*i64",
+                "B": "i32",
                 "V": "i32", "NG": "i32", "k_val": "i32", "t_val": "fp32", "p_val": "fp32", "omp_val": "fp32",
                 "minp_val": "fp32"}
         sig2.update({c: "constexpr" for c in ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS",
-                                              "HAS_BAN", "G", "GCAP", "ET", "CT", "FB", "NP", "NPASS", "ROWS")})
+                                              "HAS_BAN", "G", "GCAP", "ET", "CT", "FB", "NP", "NPASS", "CC", "NPB",
+                                              "GEO", "ROWS")})
         for v in (128256, 151936):
             g = GROUP if v <= GROUP_WIDE_VOCAB else 2 * GROUP
             et = triton.next_power_of_2(triton.cdiv(v, g))
             npiv = FAST_NPIV if GROUP_CAP * g <= 2048 else FAST_NPIV_WIDE
             cases.append({"name": f"topk_draw_{name}_v{v}", "fn": _topk_draw_kernel, "signature": sig2,
                           "constexprs": {**flags, "G": g, "GCAP": GROUP_CAP, "ET": et, "CT": GROUP_CAP * g,
-                                         "FB": FAST_TILE, "NP": npiv, "NPASS": search_passes(npiv), "ROWS": 1},
+                                         "FB": FAST_TILE, "NP": npiv, "NPASS": search_passes(npiv),
+                                         "CC": min(CAND_CAP, GROUP_CAP * g), "NPB": FAST_NPIV_BOUND or npiv,
+                                         "GEO": FAST_GEO, "ROWS": 1},
                           "num_warps": NUM_WARPS2,
                           # triton 3.9 + cuobjdump, 2026-12-01: 8 B (V=128256) and 32-64 B (V=151936) of stack
                           # on sm_90, none on gfx942/gfx950; the V=128256 timings above ran with it.
