@@ -151,6 +151,8 @@ def test_compact_tail_and_geometric_bound_draw_the_search_tokens(case, monkeypat
     monkeypatch.setattr(S, "CAND_CAP", 1024)   # capped at CT (512 here): every row's candidates fit
     assert S.fast_config(24, 603)["CC"] == S.fast_config(24, 603)["CT"]
     assert torch.equal(draw(x, **kw), default)
+    monkeypatch.setattr(S, "CAND_TILE", None)  # one all-pairs tile, not CAND_TILE-wide pieces
+    assert torch.equal(draw(x, **kw), default)
     monkeypatch.setattr(S, "CAND_CAP", 8)      # below k: every row overflows to the searches
     assert torch.equal(draw(x, **kw), default)
     monkeypatch.setattr(S, "CAND_CAP", 0)
@@ -162,8 +164,10 @@ def test_compact_tail_and_geometric_bound_draw_the_search_tokens(case, monkeypat
 @pytest.mark.parametrize("t,k,p,mp", [(0.7, 9, 0.8, 0.0), (1.2, 12, 0.9, 0.05), (1.0, 5, 1.0, 0.0)])
 def test_chi_square_compact_tail(t, k, p, mp, monkeypatch):
     """The compact tail on every row (CAND_CAP >= CT: at these small V every candidate fits): HF top-k + top-p,
-    + min-p, and ten tokens tied at the 5th largest value (top-k keeps all 13)."""
+    + min-p, and ten tokens tied at the 5th largest value (top-k keeps all 13). One all-pairs tile (the
+    interpreter's fastest; the pieces are checked against it above)."""
     monkeypatch.setattr(S, "CAND_CAP", 1024)
+    monkeypatch.setattr(S, "CAND_TILE", None)
     if k == 5:
         row = torch.randn(160, generator=torch.Generator().manual_seed(5)) - 4.0
         row[[3, 50, 140]] = torch.tensor([3.0, 2.5, 2.0])

@@ -144,6 +144,10 @@ NUM_WARPS2 = 16
 #: all-pairs (CAND_CAP x CAND_CAP) compare each, instead of two pivot searches of ~7-11 dependent passes. A
 #: row with more candidates (ties) takes the pivot searches. 0: pivot searches only (the path before).
 CAND_CAP = 128
+#: Width of the j pieces of the compact tail's all-pairs compares (None: one CAND_CAP-wide tile). AOT for sm_90
+#: with triton 3.6 (the GPU machine's), V = 128256, 16 warps: one 128-wide tile 96-120 B of stack (256 slots:
+#: 2 KB), 64- or 32-wide pieces none (2026-12-01).
+CAND_TILE: int | None = 64
 #: Launch 2's bound search over the group maxima: pivots per pass (None: FAST_NPIV / FAST_NPIV_WIDE), and
 #: whether its first pass places the pivots at geometric key distances 2^31 .. 2^10 below the row max (the
 #: k-th group max of float logits lies ~2^20-2^23 keys below it; uniform pivots spend ~2 passes reaching there).
@@ -676,7 +680,8 @@ def fast_config(b: int, v: int) -> dict[str, int]:
         ``ROWS`` (rows per program of launch 1 / 2), ``ET`` (register tile of group maxima, next_pow2(NG)),
         ``CT`` (register tile of candidate columns, GCAP * G), ``FB`` (tile of the whole-row fallback),
         ``NP`` / ``NPASS`` (pivots per search pass / passes that shrink the 2^32 key range to width 1),
-        ``CC`` (compact candidate slots, :data:`CAND_CAP` capped at ``CT``; 0 = pivot searches only), ``NPB``
+        ``CC`` (compact candidate slots, :data:`CAND_CAP` capped at ``CT``; 0 = pivot searches only), ``CJ``
+        (width of the all-pairs pieces, :data:`CAND_TILE`), ``NPB``
         (pivots per pass of the bound search), ``GEO`` (geometric first bound pass), ``num_warps1`` /
         ``num_warps``.
 
@@ -711,8 +716,10 @@ def fast_config(b: int, v: int) -> dict[str, int]:
     if interp and cc:
         rows = max(1, min(rows, INTERP_COMPARE_TILE // (cc * cc)))
     npb = FAST_NPIV_BOUND or npiv
+    cj = min(CAND_TILE or cc, cc) if cc else 1
     return dict(G=g, NG=ng, GCAP=gcap, CG=cg, SBG=sbg, ROWS1=rows1, ROWS=rows, ET=ngb, CT=ct, FB=fb, NP=npiv,
-                NPASS=search_passes(npiv), CC=cc, NPB=npb, GEO=bool(FAST_GEO), num_warps1=4, num_warps=NUM_WARPS2)
+                NPASS=search_passes(npiv), CC=cc, CJ=cj, NPB=npb, GEO=bool(FAST_GEO), num_warps1=4,
+                num_warps=NUM_WARPS2)
 
 
 def fast_path_ok(b: int, v: int, top_k: torch.Tensor | None, top_k_value: int, use_p: bool,
@@ -868,6 +875,18 @@ def _gumbel_best(y, cols, valid, keep, rows, m_safe, mp, seed, V, USE_MINP: tl.c
 
 
 @triton.jit
+def _gather(X, stride_x, BAN, stride_ban, CAND, rows, rmask, n_keep, t_safe, V, IS_PROBS: tl.constexpr,
+            HAS_BAN: tl.constexpr, G: tl.constexpr, GCAP: tl.constexpr, CT: tl.constexpr):
+    """Launch 2's (ROWS, CT) candidates: the columns of the row's ``n_keep`` gathered groups (``CAND``), their
+    validity, scaled logits ``x / T`` and int32 keys."""
+    cols, valid = _cand(CAND, rows, tl.arange(0, CT)[None, :], rows < 0, n_keep, V, G, GCAP)
+    valid = valid & rmask[:, None]
+    y = _load_at(X, rows[:, None] * stride_x + cols, BAN, rows[:, None] * stride_ban + cols, valid, IS_PROBS,
+                 HAS_BAN) / t_safe[:, None]
+    return cols, valid, y, _key(y)
+
+
+@triton.jit
 def _bound_pass(ek, em, piv, k, lo, hi, c_lo, active, GCAP: tl.constexpr):
     """One pass of launch 2's bound search over the group-max keys ``ek`` (ROWS, ET) with pivots ``piv``
     (ROWS, NPB, any order): rows still ``active`` raise ``lo`` to the largest pivot with at least k groups
@@ -913,12 +932,24 @@ def _topk_search_draw(y, cols, valid, kk, rows, rmask, t0, key_max, m_safe, k, p
 
 
 @triton.jit
+def _cbuf_piece(CBUF, rows, rmask, n_c, j0, CC: tl.constexpr, CJ: tl.constexpr):
+    """(ROWS, CJ) int32 keys (``_KEY_MIN`` past the row's ``n_c`` packed candidates) and float32 values of
+    slots ``j0 .. j0 + CJ`` of the compact scratch row (re-read: L1-resident, written by this program)."""
+    ja = j0 + tl.arange(0, CJ)
+    vj = rmask[:, None] & (ja[None, :] < n_c[:, None])
+    kj = tl.where(vj, (tl.load(CBUF + rows[:, None] * CC + ja[None, :], mask=vj, other=0) >> 32).to(tl.int32),
+                  _KEY_MIN)
+    return kj, tl.where(kj >= 0, kj, kj ^ 0x7FFFFFFF).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _topk_compact_draw(CBUF, y, cols, valid, kk, rows, rmask, t0, key_max, m_safe, k, p, omp, p_on, mp, seed, V,
                        USE_P: tl.constexpr, USE_MINP: tl.constexpr, ROWS: tl.constexpr, CT: tl.constexpr,
-                       CC: tl.constexpr):
+                       CC: tl.constexpr, CJ: tl.constexpr):
     """Launch 2's tail by compaction (:data:`CAND_CAP`): the candidates with key >= T0 (every column >= the
     k-th value) are packed ``key << 32 | column`` (ascending column) into the row's ``CBUF`` scratch row and
-    read back as (ROWS, CC) registers; then, with all-pairs (CC x CC) compares and no search:
+    read back as (ROWS, CC) registers; then, with all-pairs (CC x CC) compares (the j side in CJ-wide pieces
+    re-read from the scratch row when CJ < CC: fewer live registers) and no search:
 
     - k-th key ``tk`` = the largest key ``key_i`` with ``count(key >= key_i) >= k`` (the pivot search's answer:
       ``count(key >= t)`` only steps at candidate keys), at least T0;
@@ -939,23 +970,36 @@ def _topk_compact_draw(CBUF, y, cols, valid, kk, rows, rmask, t0, key_max, m_saf
     ca = tl.arange(0, CC)
     vc = rmask[:, None] & (ca[None, :] < n_c[:, None])
     pk = tl.load(CBUF + rows[:, None] * CC + ca[None, :], mask=vc, other=0)
-    kc = tl.where(vc, pk >> 32, _KEY_MIN)  # below every real key (-inf's is -2^31 + 2^23 - 1)
+    kc = tl.where(vc, (pk >> 32).to(tl.int32), _KEY_MIN)  # below every real key (-inf's: -2^31 + 2^23 - 1)
     colc = pk - ((pk >> 32) << 32)
-    kc32 = kc.to(tl.int32)
-    yc = tl.where(kc32 >= 0, kc32, kc32 ^ 0x7FFFFFFF).to(tl.float32, bitcast=True)  # _key's inverse
-    # exact k-th key (ties kept): count_i = #{j: key_j >= key_i}
-    cnt = tl.sum((kc[:, None, :] >= kc[:, :, None]).to(tl.int32), axis=2)
-    tk = tl.max(tl.where(vc & (cnt >= k[:, None]), kc, t0[:, None]), axis=1)
+    yc = tl.where(kc >= 0, kc, kc ^ 0x7FFFFFFF).to(tl.float32, bitcast=True)  # _key's inverse
+    kc64 = kc.to(tl.int64)
+    # exact k-th key (ties kept): count_i = #{j: key_j >= key_i} (int32 compares), j in CJ-wide pieces
+    if CJ >= CC:
+        cnt = tl.sum((kc[:, None, :] >= kc[:, :, None]).to(tl.int32), axis=2)
+    else:
+        cnt = tl.zeros([ROWS, CC], dtype=tl.int32)
+        for j0 in tl.static_range(0, CC, CJ):
+            kj, _yj = _cbuf_piece(CBUF, rows, rmask, n_c, j0, CC, CJ)
+            cnt += tl.sum((kj[:, None, :] >= kc[:, :, None]).to(tl.int32), axis=2)
+    tk = tl.max(tl.where(vc & (cnt >= k[:, None]), kc64, t0[:, None]), axis=1)
     tp = tl.full([ROWS], _KEY_MIN, tl.int64)
-    top = vc & (kc >= tk[:, None])
+    top = vc & (kc64 >= tk[:, None])
     if USE_P:
         e = tl.where(top, tl.exp(yc - m_safe[:, None]), 0.0)
         thr = omp * tl.sum(e, axis=1)
-        mle = tl.sum(tl.where(kc[:, None, :] <= kc[:, :, None], e[:, None, :], 0.0), axis=2)
-        tpd = tl.min(tl.where(top & (mle > thr[:, None]), kc, key_max[:, None]), axis=1)
+        if CJ >= CC:
+            mle = tl.sum(tl.where(kc[:, None, :] <= kc[:, :, None], e[:, None, :], 0.0), axis=2)
+        else:
+            mle = tl.zeros([ROWS, CC], dtype=tl.float32)
+            for j0 in tl.static_range(0, CC, CJ):
+                kj, yj = _cbuf_piece(CBUF, rows, rmask, n_c, j0, CC, CJ)
+                ej = tl.where(kj.to(tl.int64) >= tk[:, None], tl.exp(yj - m_safe[:, None]), 0.0)
+                mle += tl.sum(tl.where(kj[:, None, :] <= kc[:, :, None], ej[:, None, :], 0.0), axis=2)
+        tpd = tl.min(tl.where(top & (mle > thr[:, None]), kc64, key_max[:, None]), axis=1)
         tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, tl.minimum(tpd, key_max), _KEY_MIN))
     keep_from = tl.maximum(tk, tp)
-    _best, best_i = _gumbel_best(yc, colc, vc, kc >= keep_from[:, None], rows, m_safe, mp, seed, V, USE_MINP,
+    _best, best_i = _gumbel_best(yc, colc, vc, kc64 >= keep_from[:, None], rows, m_safe, mp, seed, V, USE_MINP,
                                  ROWS, CC)
     return best_i, (n_c > CC) & rmask
 
@@ -967,8 +1011,8 @@ def _topk_draw_kernel(
     T_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
     USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
     G: tl.constexpr, GCAP: tl.constexpr, ET: tl.constexpr, CT: tl.constexpr, FB: tl.constexpr,
-    NP: tl.constexpr, NPASS: tl.constexpr, CC: tl.constexpr, NPB: tl.constexpr, GEO: tl.constexpr,
-    ROWS: tl.constexpr,
+    NP: tl.constexpr, NPASS: tl.constexpr, CC: tl.constexpr, CJ: tl.constexpr, NPB: tl.constexpr,
+    GEO: tl.constexpr, ROWS: tl.constexpr,
 ):
     """Launch 2 of the top-k path, one program per row block (one row on a GPU); module docstring. The group
     maxima (ET) and the gathered candidate columns (CT) stay in registers; the tail runs on the compacted
@@ -1021,11 +1065,8 @@ def _topk_draw_kernel(
     tl.debug_barrier()
     full = (n_g > GCAP) & (~greedy) & rmask
     n_keep = tl.minimum(n_g, GCAP)
-    cols, valid = _cand(CAND, rows, tl.arange(0, CT)[None, :], rows < 0, n_keep, V, G, GCAP)
-    valid = valid & rmask[:, None]
-    y = _load_at(X, rows[:, None] * stride_x + cols, BAN, rows[:, None] * stride_ban + cols, valid, IS_PROBS,
-                 HAS_BAN) / t_safe[:, None]
-    kk = _key(y)
+    cols, valid, y, kk = _gather(X, stride_x, BAN, stride_ban, CAND, rows, rmask, n_keep, t_safe, V, IS_PROBS,
+                                 HAS_BAN, G, GCAP, CT)
 
     # 3. Row parameters of top-p / min-p (HF order: top-p on the renormalised top-k set).
     p = tl.zeros([ROWS], dtype=tl.float32) + 1.0
@@ -1043,8 +1084,10 @@ def _topk_draw_kernel(
     #    keyed by (seed, column, row) as the general path, so both paths draw the same token from the same set.
     if CC > 0:
         best_i, big = _topk_compact_draw(CBUF, y, cols, valid, kk, rows, rmask, t0, key_max, m_safe, k, p, omp,
-                                         p_on, mp, seed, V, USE_P, USE_MINP, ROWS, CT, CC)
-        if tl.sum(big.to(tl.int32), axis=0) > 0:
+                                         p_on, mp, seed, V, USE_P, USE_MINP, ROWS, CT, CC, CJ)
+        if tl.sum(big.to(tl.int32), axis=0) > 0:  # gathered again: the candidates' registers are free meanwhile
+            cols, valid, y, kk = _gather(X, stride_x, BAN, stride_ban, CAND, rows, rmask, n_keep, t_safe, V,
+                                         IS_PROBS, HAS_BAN, G, GCAP, CT)
             srch = _topk_search_draw(y, cols, valid, kk, rows, rmask & big, t0, key_max, m_safe, k, p, omp, p_on,
                                      mp, seed, V, USE_P, USE_MINP, NP, ROWS, CT)
             best_i = tl.where(big, srch, best_i)
@@ -1082,7 +1125,7 @@ def _sample_topk(x, seed, ts, k, ps, mps, ban_t, ban_stride, use_p, use_minp, is
                              b, v, cfg["NG"], int(k), t_val, p_val, omp_val, minp_val,
                              P_ROWS=ps is not None, MINP_ROWS=mps is not None, USE_P=use_p, USE_MINP=use_minp,
                              GCAP=cfg["GCAP"], ET=cfg["ET"], CT=cfg["CT"], FB=cfg["FB"], NP=cfg["NP"],
-                             NPASS=cfg["NPASS"], CC=cfg["CC"], NPB=cfg["NPB"], GEO=cfg["GEO"],
+                             NPASS=cfg["NPASS"], CC=cfg["CC"], CJ=cfg["CJ"], NPB=cfg["NPB"], GEO=cfg["GEO"],
                              ROWS=cfg["ROWS"], num_warps=cfg["num_warps"], **common)
     return out
 
@@ -1262,8 +1305,8 @@ def aot_cases() -> list[dict[str, Any]]:
                 "V": "i32", "NG": "i32", "k_val": "i32", "t_val": "fp32", "p_val": "fp32", "omp_val": "fp32",
                 "minp_val": "fp32"}
         sig2.update({c: "constexpr" for c in ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS",
-                                              "HAS_BAN", "G", "GCAP", "ET", "CT", "FB", "NP", "NPASS", "CC", "NPB",
-                                              "GEO", "ROWS")})
+                                              "HAS_BAN", "G", "GCAP", "ET", "CT", "FB", "NP", "NPASS", "CC", "CJ",
+                                              "NPB", "GEO", "ROWS")})
         for v in (128256, 151936):
             g = GROUP if v <= GROUP_WIDE_VOCAB else 2 * GROUP
             et = triton.next_power_of_2(triton.cdiv(v, g))
@@ -1271,7 +1314,9 @@ def aot_cases() -> list[dict[str, Any]]:
             cases.append({"name": f"topk_draw_{name}_v{v}", "fn": _topk_draw_kernel, "signature": sig2,
                           "constexprs": {**flags, "G": g, "GCAP": GROUP_CAP, "ET": et, "CT": GROUP_CAP * g,
                                          "FB": FAST_TILE, "NP": npiv, "NPASS": search_passes(npiv),
-                                         "CC": min(CAND_CAP, GROUP_CAP * g), "NPB": FAST_NPIV_BOUND or npiv,
+                                         "CC": min(CAND_CAP, GROUP_CAP * g),
+                                         "CJ": min(CAND_TILE or CAND_CAP, CAND_CAP, GROUP_CAP * g),
+                                         "NPB": FAST_NPIV_BOUND or npiv,
                                          "GEO": FAST_GEO, "ROWS": 1},
                           "num_warps": NUM_WARPS2,
                           # triton 3.9 + cuobjdump, 2026-12-01: 8 B (V=128256) and 32-64 B (V=151936) of stack
