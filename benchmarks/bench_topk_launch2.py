@@ -143,7 +143,7 @@ def main() -> None:
                 diffs.append(f"{name}:{int((call(x, k, p, seed) != ref).sum())}")
             print(f"tokens != base, V={v} B=64 {filt}: " + " ".join(diffs), flush=True)
     for name in VARIANTS:
-        if time.time() - t0 > args.budget_s + 30:
+        if time.time() - t0 > args.budget_s + 25:
             break
         use(name)
         for filt, (k, p) in FILTERS.items():
