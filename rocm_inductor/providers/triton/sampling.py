@@ -63,11 +63,15 @@ chosen on the host from flags only, so capture-safe): two launches, the logits r
    64 above V = 131072) -> ``GM[B, V / G]``.
 2. ``_topk_draw_kernel``, one program per row (16 warps): T0 = a lower bound of the k-th largest group max
    with at most ``GROUP_CAP`` (64) groups reaching it (pivot search over the group maxima held in registers,
-   stopped early). Every column >= the row's k-th value lies in those groups: their ``GCAP * G`` columns are
-   gathered once into registers; there the exact k-th value (ties kept), top-p on the renormalised top-k set,
-   min-p and the Gumbel-max draw run as above, with the same (seed, column, row) noise, so the token equals
-   the general path's. A row whose ties put more than ``GROUP_CAP`` groups at T0 (e.g. a constant row) takes
-   a whole-row loop (:func:`_topk_slow`) inside the same launch.
+   stopped early; its first pass puts the pivots at geometric key distances below the row max,
+   :data:`FAST_GEO`). Every column >= the row's k-th value lies in those groups: their ``GCAP * G`` columns
+   are gathered once into registers. The candidates with key >= T0 (about k) are packed ``key << 32 | column``
+   into a per-row scratch row of :data:`CAND_CAP` slots and read back; there the exact k-th value (ties kept)
+   and top-p on the renormalised top-k set are one all-pairs compare each (no search), then min-p and the
+   Gumbel-max draw, with the same (seed, column, row) noise, so the token equals the general path's
+   (:func:`_topk_compact_draw`). A row with more than CAND_CAP candidates (ties) runs the pivot searches over
+   the gathered columns (:func:`_topk_search_draw`), a row whose ties put more than ``GROUP_CAP`` groups at T0
+   (e.g. a constant row) a whole-row loop (:func:`_topk_slow`), both inside the same launch.
 
 Measured on the H200 (2026-12-01, benchmarks/results/sampling.md): HF chain (T=0.7, k=50, p=0.9) at V=32000
 38-39 us for B = 1 / 8 / 32 (FlashInfer 0.6.18: 53-63 us), with the passes unrolled; the loop form and the
@@ -135,22 +139,31 @@ GROUP_WIDE_VOCAB = 131072
 #: unrolled passes: 4.4 KB). Unrolled passes (tl.static_range) compiled in 20-42 s per variant, as loops 1-2 s.
 FAST_NPIV = 8
 FAST_NPIV_WIDE = 4
-#: Warps of launch 2 (16 * 64 = 1024 threads: the ROCm work-group limit).
+#: Warps of launch 2 (16 * 64 = 1024 threads: the ROCm work-group limit); ``_WIDE``: vocabularies above
+#: GROUP_WIDE_VOCAB (64-column groups, 4096 candidates). H200 2026-12-01 (torch 2.11, triton 3.6, HF chain, B=1,
+#: benchmarks/results/sampling_topk_session3.csv): V=151936 8 warps 24.4 us vs 16 warps 26.8-29.3 us;
+#: V <= 128256 16 warps (21.2 us) vs 8 warps (23.3 us).
 NUM_WARPS2 = 16
+NUM_WARPS2_WIDE = 8
 #: Launch 2, compact tail (issue 14, B=1 latency): after the bound T0 every column >= the k-th value is among
 #: the gathered candidates with key >= T0 (about k of them: the groups reaching T0 hold k..GROUP_CAP group maxima
 #: and rarely a second column above T0). Up to CAND_CAP of them are packed (key << 32 | column) into a per-row
 #: scratch row and the exact k-th value, HF top-p (mass of keys <= each key) and the draw run as one
 #: all-pairs (CAND_CAP x CAND_CAP) compare each, instead of two pivot searches of ~7-11 dependent passes. A
 #: row with more candidates (ties) takes the pivot searches. 0: pivot searches only (the path before).
+#: H200 (same run), V=128256 B=1 HF chain: searches 34.6 us, compact tail 28.5, + geometric bound 21.2-24.6;
+#: 256 slots with GROUP_CAP=128 36.1 (slower).
 CAND_CAP = 128
-#: Width of the j pieces of the compact tail's all-pairs compares (None: one CAND_CAP-wide tile). AOT for sm_90
-#: with triton 3.6 (the GPU machine's), V = 128256, 16 warps: one 128-wide tile 96-120 B of stack (256 slots:
-#: 2 KB), 64- or 32-wide pieces none (2026-12-01).
-CAND_TILE: int | None = 64
-#: Launch 2's bound search over the group maxima: pivots per pass (None: FAST_NPIV / FAST_NPIV_WIDE), and
-#: whether its first pass places the pivots at geometric key distances 2^31 .. 2^10 below the row max (the
-#: k-th group max of float logits lies ~2^20-2^23 keys below it; uniform pivots spend ~2 passes reaching there).
+#: Width of the j pieces of the compact tail's all-pairs compares (None: one CAND_CAP-wide tile); ``_WIDE`` as
+#: NUM_WARPS2_WIDE. H200 (same run), HF chain B=1: V=32000 / 128256 pieces of 32: 19.5 / 21.2 us, of 64: 21.6 /
+#: 23.4, one tile: 21.7 / 24.6; V=151936 (8 warps) pieces of 64: 24.4. AOT for sm_90 with triton 3.6 (the GPU
+#: machine's), V=128256, 16 warps: one tile 96-120 B of stack, pieces of 32 or 64 none.
+CAND_TILE: int | None = 32
+CAND_TILE_WIDE: int | None = 64
+#: Launch 2's bound search over the group maxima: pivots per pass (None: FAST_NPIV / FAST_NPIV_WIDE; 16 spills:
+#: 280 B of sm_90 stack), and whether its first pass places the pivots at geometric key distances 2^31 .. 2^10
+#: below the row max (the k-th group max of float logits lies ~2^20-2^23 keys below it; uniform pivots spend ~2
+#: passes reaching there). H200 (same run), V=128256 B=1 HF chain: 34.6 -> 30.7 us on the searches alone.
 FAST_NPIV_BOUND: int | None = None
 FAST_GEO = True
 INTERP_GROUP = 8
@@ -716,10 +729,11 @@ def fast_config(b: int, v: int) -> dict[str, int]:
     if interp and cc:
         rows = max(1, min(rows, INTERP_COMPARE_TILE // (cc * cc)))
     npb = FAST_NPIV_BOUND or npiv
-    cj = min(CAND_TILE or cc, cc) if cc else 1
+    wide = v > GROUP_WIDE_VOCAB and not interp
+    cj = min((CAND_TILE_WIDE if wide else CAND_TILE) or cc, cc) if cc else 1
     return dict(G=g, NG=ng, GCAP=gcap, CG=cg, SBG=sbg, ROWS1=rows1, ROWS=rows, ET=ngb, CT=ct, FB=fb, NP=npiv,
                 NPASS=search_passes(npiv), CC=cc, CJ=cj, NPB=npb, GEO=bool(FAST_GEO), num_warps1=4,
-                num_warps=NUM_WARPS2)
+                num_warps=NUM_WARPS2_WIDE if wide else NUM_WARPS2)
 
 
 def fast_path_ok(b: int, v: int, top_k: torch.Tensor | None, top_k_value: int, use_p: bool,
@@ -1311,15 +1325,19 @@ def aot_cases() -> list[dict[str, Any]]:
             g = GROUP if v <= GROUP_WIDE_VOCAB else 2 * GROUP
             et = triton.next_power_of_2(triton.cdiv(v, g))
             npiv = FAST_NPIV if GROUP_CAP * g <= 2048 else FAST_NPIV_WIDE
+            wide = v > GROUP_WIDE_VOCAB
             cases.append({"name": f"topk_draw_{name}_v{v}", "fn": _topk_draw_kernel, "signature": sig2,
                           "constexprs": {**flags, "G": g, "GCAP": GROUP_CAP, "ET": et, "CT": GROUP_CAP * g,
                                          "FB": FAST_TILE, "NP": npiv, "NPASS": search_passes(npiv),
                                          "CC": min(CAND_CAP, GROUP_CAP * g),
-                                         "CJ": min(CAND_TILE or CAND_CAP, CAND_CAP, GROUP_CAP * g),
+                                         "CJ": min((CAND_TILE_WIDE if wide else CAND_TILE) or CAND_CAP, CAND_CAP,
+                                                   GROUP_CAP * g),
                                          "NPB": FAST_NPIV_BOUND or npiv,
                                          "GEO": FAST_GEO, "ROWS": 1},
-                          "num_warps": NUM_WARPS2,
-                          # triton 3.9 + cuobjdump, 2026-12-01: 8 B (V=128256) and 32-64 B (V=151936) of stack
-                          # on sm_90, none on gfx942/gfx950; the V=128256 timings above ran with it.
-                          "known_spill": "sm_90 stack 8-64 B in the register-resident top-k draw"})
+                          "num_warps": NUM_WARPS2_WIDE if wide else NUM_WARPS2,
+                          # AOT 2026-12-01 with the compact tail (CAND_TILE 32 / 64 wide): triton 3.9 (CI) V=128256
+                          # 16 warps sm_90 8-16 B of stack, gfx942/gfx950 clean; V=151936 8 warps sm_90 clean,
+                          # gfx942/gfx950 7-13 SGPRs spilled. triton 3.6 (the H200's, timed): sm_90 0-8 B;
+                          # gfx942 22-25 VGPRs at 16 warps (the pivot-search tail of before: 13), 16-30 SGPRs at 8.
+                          "known_spill": "sm_90 stack <= 16 B / gfx SGPR spills in the register-resident top-k draw"})
     return cases + _search_aot_cases()
