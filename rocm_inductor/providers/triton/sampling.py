@@ -73,9 +73,10 @@ chosen on the host from flags only, so capture-safe): two launches, the logits r
    the gathered columns (:func:`_topk_search_draw`), a row whose ties put more than ``GROUP_CAP`` groups at T0
    (e.g. a constant row) a whole-row loop (:func:`_topk_slow`), both inside the same launch.
 
-Measured on the H200 (2026-12-01, benchmarks/results/sampling.md): HF chain (T=0.7, k=50, p=0.9) at V=32000
-38-39 us for B = 1 / 8 / 32 (FlashInfer 0.6.18: 53-63 us), with the passes unrolled; the loop form and the
-early-stopped bound search now in this file have not run on a GPU.
+Measured on the H200 (2026-12-01 12:36 UTC, torch 2.11, triton 3.6, benchmarks/results/sampling_topk_session3.csv,
+op in a CUDA graph, float32 randn * 3): HF chain (T=0.7, k=50, p=0.9) at B = 1 / 8: V=32000 19.5 / 19.5 us,
+V=128256 21.2 / 25.4, V=151936 24.4 (B=1); the pivot-search tail of before 28.6 / 28.2, 34.6 / 35.7, 46.0 /
+47.2. B = 32 / 64 not measured with the compact tail.
 
 Limits (:func:`check`): scores float16/bfloat16/float32, 2D; B * V < 2^31 is not needed (int64 offsets).
 """
