@@ -11,14 +11,16 @@ mkdir -p "$OUT"
 T0=$(date +%s)
 el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())" | tee "$OUT/versions.txt"
-VARS="base geo cc128 cc128_geo cc128_geo_cj64 cc128_geo_cj32 cc128_geo_cj64_w8 gcap128_cc256_geo_cj32"
+# 2026-12-01: three of the eight warm processes hit WARM_TIMEOUT=55 (so the timing compiled them and ran out
+# of budget before B=32): warm fewer variants or give them longer.
+VARS=${VARS:-"base default"}
 el "warm + tests"
 (timeout ${TEST_TIMEOUT:-150} python3 -m pytest -q -p no:cacheprovider -rfE --tb=short tests/test_sampling_gpu.py \
   -k "topk_path or chi_square_on_device" --durations=6 > "$OUT/gpu_tests.log" 2>&1; echo "rc=$?" >> "$OUT/gpu_tests.log") &
 TEST_PID=$!
 WPIDS=""
 for n in $VARS; do
-  timeout ${WARM_TIMEOUT:-55} python3 benchmarks/bench_topk_launch2.py --warm "$n" > "$OUT/warm_$n.log" 2>&1 &
+  timeout ${WARM_TIMEOUT:-80} python3 benchmarks/bench_topk_launch2.py --warm "$n" > "$OUT/warm_$n.log" 2>&1 &
   WPIDS="$WPIDS $!"
 done
 wait $WPIDS
