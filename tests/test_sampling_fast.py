@@ -134,3 +134,47 @@ def test_bad_rows_greedy_and_wide_ties(monkeypatch):
     assert tok[:4].tolist() == [0, 0, 202, 17] and 200 <= int(tok[5]) < v
     wide = draw(x[4:5].expand(2000, v).contiguous(), top_k=8)
     assert wide.unique().numel() > 150 and int(wide.max()) < v
+
+
+@pytest.mark.parametrize("case", ["hf", "minp_ban_rows_bf16"])
+def test_compact_tail_and_geometric_bound_draw_the_search_tokens(case, monkeypatch):
+    """Launch 2's compact tail (all-pairs k-th value / top-p over <= CAND_CAP candidates) and the geometric
+    first bound pass draw the pivot searches' tokens: default vs searches only (CAND_CAP = 0, uniform first
+    pass) vs a cap below k (every row's candidates overflow: the searches run for them inside the launch)."""
+    x = X1000 if case == "hf" else X1000.to(torch.bfloat16)
+    kw: dict = dict(temperature=0.8, top_k=50, top_p=0.9)
+    if case != "hf":
+        kw = dict(top_k=20, min_p=0.05, ban=torch.arange(603) % 7 == 0, t_rows=torch.linspace(0.0, 1.5, 24),
+                  p_rows=torch.linspace(0.0, 1.0, 24))
+    assert S.fast_config(24, 603)["CC"] > 0 and S.fast_config(24, 603)["GEO"]
+    default = draw(x, **kw)
+    monkeypatch.setattr(S, "CAND_CAP", 1024)   # capped at CT (512 here): every row's candidates fit
+    assert S.fast_config(24, 603)["CC"] == S.fast_config(24, 603)["CT"]
+    assert torch.equal(draw(x, **kw), default)
+    monkeypatch.setattr(S, "CAND_TILE", None)  # one all-pairs tile, not CAND_TILE-wide pieces
+    assert torch.equal(draw(x, **kw), default)
+    monkeypatch.setattr(S, "CAND_CAP", 8)      # below k: every row overflows to the searches
+    assert torch.equal(draw(x, **kw), default)
+    monkeypatch.setattr(S, "CAND_CAP", 0)
+    monkeypatch.setattr(S, "FAST_GEO", False)
+    assert S.fast_config(24, 603)["CC"] == 0
+    assert torch.equal(draw(x, **kw), default)
+
+
+@pytest.mark.parametrize("t,k,p,mp", [(0.7, 9, 0.8, 0.0), (1.2, 12, 0.9, 0.05), (1.0, 5, 1.0, 0.0)])
+def test_chi_square_compact_tail(t, k, p, mp, monkeypatch):
+    """The compact tail on every row (CAND_CAP >= CT: at these small V every candidate fits): HF top-k + top-p,
+    + min-p, and ten tokens tied at the 5th largest value (top-k keeps all 13). One all-pairs tile (the
+    interpreter's fastest; the pieces are checked against it above)."""
+    monkeypatch.setattr(S, "CAND_CAP", 1024)
+    monkeypatch.setattr(S, "CAND_TILE", None)
+    if k == 5:
+        row = torch.randn(160, generator=torch.Generator().manual_seed(5)) - 4.0
+        row[[3, 50, 140]] = torch.tensor([3.0, 2.5, 2.0])
+        row[[7, 9, 33, 61, 62, 90, 100, 101, 130, 159]] = 1.0
+    else:
+        row = L203
+    exact = exact_distribution(row, t, k, p, mp)
+    assert k != 5 or int((exact > 0).sum()) == 13
+    tok = draw(row.expand(N, row.numel()).contiguous(), temperature=t, top_k=k, top_p=p, min_p=mp)
+    assert chi2_ok(tok, exact)

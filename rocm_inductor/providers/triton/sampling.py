@@ -74,15 +74,20 @@ chosen on the host from flags only, so capture-safe): two launches, the logits r
    64 above V = 131072) -> ``GM[B, V / G]``.
 2. ``_topk_draw_kernel``, one program per row (16 warps): T0 = a lower bound of the k-th largest group max
    with at most ``GROUP_CAP`` (64) groups reaching it (pivot search over the group maxima held in registers,
-   stopped early). Every column >= the row's k-th value lies in those groups: their ``GCAP * G`` columns are
-   gathered once into registers; there the exact k-th value (ties kept), top-p on the renormalised top-k set,
-   min-p and the Gumbel-max draw run as above, with the same (seed, column, row) noise, so the token equals
-   the general path's. A row whose ties put more than ``GROUP_CAP`` groups at T0 (e.g. a constant row) takes
-   a whole-row loop (:func:`_topk_slow`) inside the same launch.
+   stopped early; its first pass puts the pivots at geometric key distances below the row max,
+   :data:`FAST_GEO`). Every column >= the row's k-th value lies in those groups: their ``GCAP * G`` columns
+   are gathered once into registers. The candidates with key >= T0 (about k) are packed ``key << 32 | column``
+   into a per-row scratch row of :data:`CAND_CAP` slots and read back; there the exact k-th value (ties kept)
+   and top-p on the renormalised top-k set are one all-pairs compare each (no search), then min-p and the
+   Gumbel-max draw, with the same (seed, column, row) noise, so the token equals the general path's
+   (:func:`_topk_compact_draw`). A row with more than CAND_CAP candidates (ties) runs the pivot searches over
+   the gathered columns (:func:`_topk_search_draw`), a row whose ties put more than ``GROUP_CAP`` groups at T0
+   (e.g. a constant row) a whole-row loop (:func:`_topk_slow`), both inside the same launch.
 
-Measured on the H200 (2026-12-01, benchmarks/results/sampling.md): HF chain (T=0.7, k=50, p=0.9) at V=32000
-38-39 us for B = 1 / 8 / 32 (FlashInfer 0.6.18: 53-63 us), with the passes unrolled; the loop form and the
-early-stopped bound search now in this file have not run on a GPU.
+Measured on the H200 (2026-12-01 12:36 UTC, torch 2.11, triton 3.6, benchmarks/results/sampling_topk_session3.csv,
+op in a CUDA graph, float32 randn * 3): HF chain (T=0.7, k=50, p=0.9) at B = 1 / 8: V=32000 19.5 / 19.5 us,
+V=128256 21.2 / 25.4, V=151936 24.4 (B=1); the pivot-search tail of before 28.6 / 28.2, 34.6 / 35.7, 46.0 /
+47.2. B = 32 / 64 not measured with the compact tail.
 
 Limits (:func:`check`): scores float16/bfloat16/float32, 2D; B * V < 2^31 is not needed (int64 offsets).
 """
@@ -155,8 +160,33 @@ GROUP_WIDE_VOCAB = 131072
 #: unrolled passes: 4.4 KB). Unrolled passes (tl.static_range) compiled in 20-42 s per variant, as loops 1-2 s.
 FAST_NPIV = 8
 FAST_NPIV_WIDE = 4
-#: Warps of launch 2 (16 * 64 = 1024 threads: the ROCm work-group limit).
+#: Warps of launch 2 (16 * 64 = 1024 threads: the ROCm work-group limit); ``_WIDE``: vocabularies above
+#: GROUP_WIDE_VOCAB (64-column groups, 4096 candidates). H200 2026-12-01 (torch 2.11, triton 3.6, HF chain, B=1,
+#: benchmarks/results/sampling_topk_session3.csv): V=151936 8 warps 24.4 us vs 16 warps 26.8-29.3 us;
+#: V <= 128256 16 warps (21.2 us) vs 8 warps (23.3 us).
 NUM_WARPS2 = 16
+NUM_WARPS2_WIDE = 8
+#: Launch 2, compact tail (issue 14, B=1 latency): after the bound T0 every column >= the k-th value is among
+#: the gathered candidates with key >= T0 (about k of them: the groups reaching T0 hold k..GROUP_CAP group maxima
+#: and rarely a second column above T0). Up to CAND_CAP of them are packed (key << 32 | column) into a per-row
+#: scratch row and the exact k-th value, HF top-p (mass of keys <= each key) and the draw run as one
+#: all-pairs (CAND_CAP x CAND_CAP) compare each, instead of two pivot searches of ~7-11 dependent passes. A
+#: row with more candidates (ties) takes the pivot searches. 0: pivot searches only (the path before).
+#: H200 (same run), V=128256 B=1 HF chain: searches 34.6 us, compact tail 28.5, + geometric bound 21.2-24.6;
+#: 256 slots with GROUP_CAP=128 36.1 (slower).
+CAND_CAP = 128
+#: Width of the j pieces of the compact tail's all-pairs compares (None: one CAND_CAP-wide tile); ``_WIDE`` as
+#: NUM_WARPS2_WIDE. H200 (same run), HF chain B=1: V=32000 / 128256 pieces of 32: 19.5 / 21.2 us, of 64: 21.6 /
+#: 23.4, one tile: 21.7 / 24.6; V=151936 (8 warps) pieces of 64: 24.4. AOT for sm_90 with triton 3.6 (the GPU
+#: machine's), V=128256, 16 warps: one tile 96-120 B of stack, pieces of 32 or 64 none.
+CAND_TILE: int | None = 32
+CAND_TILE_WIDE: int | None = 64
+#: Launch 2's bound search over the group maxima: pivots per pass (None: FAST_NPIV / FAST_NPIV_WIDE; 16 spills:
+#: 280 B of sm_90 stack), and whether its first pass places the pivots at geometric key distances 2^31 .. 2^10
+#: below the row max (the k-th group max of float logits lies ~2^20-2^23 keys below it; uniform pivots spend ~2
+#: passes reaching there). H200 (same run), V=128256 B=1 HF chain: 34.6 -> 30.7 us on the searches alone.
+FAST_NPIV_BOUND: int | None = None
+FAST_GEO = True
 INTERP_GROUP = 8
 #: Tests turn this off to compare the two paths.
 FAST_TOPK = True
@@ -891,7 +921,10 @@ def fast_config(b: int, v: int) -> dict[str, int]:
         ``ROWS`` (rows per program of launch 1 / 2), ``ET`` (register tile of group maxima, next_pow2(NG)),
         ``CT`` (register tile of candidate columns, GCAP * G), ``FB`` (tile of the whole-row fallback),
         ``NP`` / ``NPASS`` (pivots per search pass / passes that shrink the 2^32 key range to width 1),
-        ``num_warps1`` / ``num_warps``.
+        ``CC`` (compact candidate slots, :data:`CAND_CAP` capped at ``CT``; 0 = pivot searches only), ``CJ``
+        (width of the all-pairs pieces, :data:`CAND_TILE`), ``NPB``
+        (pivots per pass of the bound search), ``GEO`` (geometric first bound pass), ``num_warps1`` /
+        ``num_warps``.
 
     GPU: ``G`` = 32 columns up to V = 131072, else 64 (``ET`` <= 4096); ``GCAP`` = 64 groups (``CT`` 2048 /
     4096); launch 1 aims at :data:`TARGET_PROGRAMS` programs of ``CG`` in [32, 512] groups (B=1, V=128256:
@@ -920,8 +953,15 @@ def fast_config(b: int, v: int) -> dict[str, int]:
         sbg = min(cg, FAST_TILE // g)
         rows1 = rows = 1
         fb = FAST_TILE
+    cc = min(triton.next_power_of_2(CAND_CAP), ct) if CAND_CAP else 0
+    if interp and cc:
+        rows = max(1, min(rows, INTERP_COMPARE_TILE // (cc * cc)))
+    npb = FAST_NPIV_BOUND or npiv
+    wide = v > GROUP_WIDE_VOCAB and not interp
+    cj = min((CAND_TILE_WIDE if wide else CAND_TILE) or cc, cc) if cc else 1
     return dict(G=g, NG=ng, GCAP=gcap, CG=cg, SBG=sbg, ROWS1=rows1, ROWS=rows, ET=ngb, CT=ct, FB=fb, NP=npiv,
-                NPASS=search_passes(npiv), num_warps1=4, num_warps=NUM_WARPS2)
+                NPASS=search_passes(npiv), CC=cc, CJ=cj, NPB=npb, GEO=bool(FAST_GEO), num_warps1=4,
+                num_warps=NUM_WARPS2_WIDE if wide else NUM_WARPS2)
 
 
 def fast_path_ok(b: int, v: int, top_k: torch.Tensor | None, top_k_value: int, use_p: bool,
@@ -1073,16 +1113,148 @@ def _gumbel_best(y, cols, valid, keep, rows, m_safe, mp, seed, V, USE_MINP: tl.c
 
 
 @triton.jit
+def _gather(X, stride_x, BAN, stride_ban, CAND, rows, rmask, n_keep, t_safe, V, IS_PROBS: tl.constexpr,
+            HAS_BAN: tl.constexpr, G: tl.constexpr, GCAP: tl.constexpr, CT: tl.constexpr):
+    """Launch 2's (ROWS, CT) candidates: the columns of the row's ``n_keep`` gathered groups (``CAND``), their
+    validity, scaled logits ``x / T`` and int32 keys."""
+    cols, valid = _cand(CAND, rows, tl.arange(0, CT)[None, :], rows < 0, n_keep, V, G, GCAP)
+    valid = valid & rmask[:, None]
+    y = _load_at(X, rows[:, None] * stride_x + cols, BAN, rows[:, None] * stride_ban + cols, valid, IS_PROBS,
+                 HAS_BAN) / t_safe[:, None]
+    return cols, valid, y, _key(y)
+
+
+@triton.jit
+def _bound_pass(ek, em, piv, k, lo, hi, c_lo, active, GCAP: tl.constexpr):
+    """One pass of launch 2's bound search over the group-max keys ``ek`` (ROWS, ET) with pivots ``piv``
+    (ROWS, NPB, any order): rows still ``active`` raise ``lo`` to the largest pivot with at least k groups
+    reaching it (``c_lo``: that count) and lower ``hi``; a row stops once at most GCAP groups reach ``lo``."""
+    cnt = _count_ge_reg(ek, em, piv).to(tl.int64)
+    ok = cnt >= k[:, None]
+    c_new = tl.min(tl.where(ok, cnt, c_lo[:, None]), axis=1)  # count at the largest pivot kept (decreasing)
+    lo2, hi2 = _narrow(lo, hi, piv, ok)
+    lo = tl.where(active, lo2, lo)
+    hi = tl.where(active, hi2, hi)
+    c_lo = tl.where(active, c_new, c_lo)
+    return lo, hi, c_lo, active & ((hi - lo) > 1) & (c_lo > GCAP)
+
+
+@triton.jit
+def _topk_search_draw(y, cols, valid, kk, rows, rmask, t0, key_max, m_safe, k, p, omp, p_on, mp, seed, V,
+                      USE_P: tl.constexpr, USE_MINP: tl.constexpr, NP: tl.constexpr, ROWS: tl.constexpr,
+                      CT: tl.constexpr):
+    """Launch 2's tail over the (ROWS, CT) gathered candidates by pivot searches: the exact k-th key from
+    [T0, max] (ties kept), HF top-p on the renormalised top-k set (the largest key whose strictly-lower mass
+    is <= (1 - p) * Z; p <= 0 keeps the largest token(s)), min-p, the Gumbel-max draw. Returns (ROWS,) int64
+    tokens. Used where more than ``CC`` candidates reach T0 (ties), or everywhere with ``CC = 0``."""
+    lo = t0
+    hi = key_max + 1
+    while tl.max((rmask & ((hi - lo) > 1)).to(tl.int32), axis=0) > 0:  # until every row's interval is one key
+        piv = _pivots(lo, hi, NP)
+        lo, hi = _narrow(lo, hi, piv, _count_ge_reg(kk, valid, piv).to(tl.int64) >= k[:, None])
+    tk = lo
+    tp = tl.full([ROWS], _KEY_MIN, tl.int64)
+    if USE_P:
+        e = tl.where(valid & (kk.to(tl.int64) >= tk[:, None]), tl.exp(y - m_safe[:, None]), 0.0)
+        thr = omp * tl.sum(e, axis=1)
+        lo = tk
+        hi = tl.where(p_on & (p > 0.0), key_max + 1, lo + 1)
+        while tl.max((rmask & ((hi - lo) > 1)).to(tl.int32), axis=0) > 0:
+            piv = _pivots(lo, hi, NP)
+            lo, hi = _narrow(lo, hi, piv, _mass_below_reg(kk, e, piv) <= thr[:, None])
+        tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
+    keep_from = tl.maximum(tk, tp)
+    _best, best_i = _gumbel_best(y, cols, valid, kk.to(tl.int64) >= keep_from[:, None], rows, m_safe, mp, seed, V,
+                                 USE_MINP, ROWS, CT)
+    return best_i
+
+
+@triton.jit
+def _cbuf_piece(CBUF, rows, rmask, n_c, j0, CC: tl.constexpr, CJ: tl.constexpr):
+    """(ROWS, CJ) int32 keys (``_KEY_MIN`` past the row's ``n_c`` packed candidates) and float32 values of
+    slots ``j0 .. j0 + CJ`` of the compact scratch row (re-read: L1-resident, written by this program)."""
+    ja = j0 + tl.arange(0, CJ)
+    vj = rmask[:, None] & (ja[None, :] < n_c[:, None])
+    kj = tl.where(vj, (tl.load(CBUF + rows[:, None] * CC + ja[None, :], mask=vj, other=0) >> 32).to(tl.int32),
+                  _KEY_MIN)
+    return kj, tl.where(kj >= 0, kj, kj ^ 0x7FFFFFFF).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _topk_compact_draw(CBUF, y, cols, valid, kk, rows, rmask, t0, key_max, m_safe, k, p, omp, p_on, mp, seed, V,
+                       USE_P: tl.constexpr, USE_MINP: tl.constexpr, ROWS: tl.constexpr, CT: tl.constexpr,
+                       CC: tl.constexpr, CJ: tl.constexpr):
+    """Launch 2's tail by compaction (:data:`CAND_CAP`): the candidates with key >= T0 (every column >= the
+    k-th value) are packed ``key << 32 | column`` (ascending column) into the row's ``CBUF`` scratch row and
+    read back as (ROWS, CC) registers; then, with all-pairs (CC x CC) compares (the j side in CJ-wide pieces
+    re-read from the scratch row when CJ < CC: fewer live registers) and no search:
+
+    - k-th key ``tk`` = the largest key ``key_i`` with ``count(key >= key_i) >= k`` (the pivot search's answer:
+      ``count(key >= t)`` only steps at candidate keys), at least T0;
+    - top-p: candidate i is kept iff ``mass(key <= key_i) > (1 - p) * Z`` over the top-k set, i.e. ``tp`` is
+      the smallest such key (the largest key whose strictly-lower mass is <= (1 - p) * Z, as the search),
+      at most the row max; p <= 0 keeps the largest token(s);
+    - min-p and the Gumbel-max draw with the same (seed, column, row) noise.
+
+    Returns (ROWS,) int64 tokens and (ROWS,) bool ``big``: rows with more than CC candidates (their token is
+    not valid here; the caller runs :func:`_topk_search_draw` for them). Masses are float32 sums in another
+    order than the search's: a top-p boundary may differ within float32 rounding, as between chunkings."""
+    kk64 = kk.to(tl.int64)
+    sel = valid & (kk64 >= t0[:, None])
+    n_c = tl.sum(sel.to(tl.int32), axis=1)
+    pos = tl.cumsum(sel.to(tl.int32), axis=1) - 1
+    tl.store(CBUF + rows[:, None] * CC + pos, (kk64 << 32) | cols, mask=sel & (pos < CC))
+    tl.debug_barrier()
+    ca = tl.arange(0, CC)
+    vc = rmask[:, None] & (ca[None, :] < n_c[:, None])
+    pk = tl.load(CBUF + rows[:, None] * CC + ca[None, :], mask=vc, other=0)
+    kc = tl.where(vc, (pk >> 32).to(tl.int32), _KEY_MIN)  # below every real key (-inf's: -2^31 + 2^23 - 1)
+    colc = pk - ((pk >> 32) << 32)
+    yc = tl.where(kc >= 0, kc, kc ^ 0x7FFFFFFF).to(tl.float32, bitcast=True)  # _key's inverse
+    kc64 = kc.to(tl.int64)
+    # exact k-th key (ties kept): count_i = #{j: key_j >= key_i} (int32 compares), j in CJ-wide pieces
+    if CJ >= CC:
+        cnt = tl.sum((kc[:, None, :] >= kc[:, :, None]).to(tl.int32), axis=2)
+    else:
+        cnt = tl.zeros([ROWS, CC], dtype=tl.int32)
+        for j0 in tl.static_range(0, CC, CJ):
+            kj, _yj = _cbuf_piece(CBUF, rows, rmask, n_c, j0, CC, CJ)
+            cnt += tl.sum((kj[:, None, :] >= kc[:, :, None]).to(tl.int32), axis=2)
+    tk = tl.max(tl.where(vc & (cnt >= k[:, None]), kc64, t0[:, None]), axis=1)
+    tp = tl.full([ROWS], _KEY_MIN, tl.int64)
+    top = vc & (kc64 >= tk[:, None])
+    if USE_P:
+        e = tl.where(top, tl.exp(yc - m_safe[:, None]), 0.0)
+        thr = omp * tl.sum(e, axis=1)
+        if CJ >= CC:
+            mle = tl.sum(tl.where(kc[:, None, :] <= kc[:, :, None], e[:, None, :], 0.0), axis=2)
+        else:
+            mle = tl.zeros([ROWS, CC], dtype=tl.float32)
+            for j0 in tl.static_range(0, CC, CJ):
+                kj, yj = _cbuf_piece(CBUF, rows, rmask, n_c, j0, CC, CJ)
+                ej = tl.where(kj.to(tl.int64) >= tk[:, None], tl.exp(yj - m_safe[:, None]), 0.0)
+                mle += tl.sum(tl.where(kj[:, None, :] <= kc[:, :, None], ej[:, None, :], 0.0), axis=2)
+        tpd = tl.min(tl.where(top & (mle > thr[:, None]), kc64, key_max[:, None]), axis=1)
+        tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, tl.minimum(tpd, key_max), _KEY_MIN))
+    keep_from = tl.maximum(tk, tp)
+    _best, best_i = _gumbel_best(yc, colc, vc, kc64 >= keep_from[:, None], rows, m_safe, mp, seed, V, USE_MINP,
+                                 ROWS, CC)
+    return best_i, (n_c > CC) & rmask
+
+
+@triton.jit
 def _topk_draw_kernel(
-    X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR, GM, CAND, OUT,
+    X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR, GM, CAND, CBUF, OUT,
     B, V, NG, k_val, t_val, p_val, omp_val, minp_val,
     T_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
     USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
     G: tl.constexpr, GCAP: tl.constexpr, ET: tl.constexpr, CT: tl.constexpr, FB: tl.constexpr,
-    NP: tl.constexpr, NPASS: tl.constexpr, ROWS: tl.constexpr,
+    NP: tl.constexpr, NPASS: tl.constexpr, CC: tl.constexpr, CJ: tl.constexpr, NPB: tl.constexpr,
+    GEO: tl.constexpr, ROWS: tl.constexpr,
 ):
     """Launch 2 of the top-k path, one program per row block (one row on a GPU); module docstring. The group
-    maxima (ET) and the gathered candidate columns (CT) stay in registers for every search pass."""
+    maxima (ET) and the gathered candidate columns (CT) stay in registers; the tail runs on the compacted
+    candidates (``CC`` > 0, :func:`_topk_compact_draw`) or by pivot searches (:func:`_topk_search_draw`)."""
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     rmask = rows < B
     t = _row_temperature(T_PTR, rows, rmask, t_val, T_ROWS, ROWS)
@@ -1106,24 +1278,21 @@ def _topk_draw_kernel(
     tok_g = tl.min(tl.where(gm2 & (yg == m[:, None]), gcols, V), axis=1)
     tok_g = tl.where(tok_g >= V, 0, tok_g)
 
-    # 1. T0 = the k-th largest group max: every column >= the row's k-th value lies in a group whose max is
-    #    >= T0, and there are k such groups (+ ties at T0).
+    # 1. T0 = a lower bound of the k-th largest group max: every column >= the row's k-th value lies in a
+    #    group whose max is >= T0. Any lo of the search is such a bound (count(>= lo) >= k): stop as soon as at
+    #    most GCAP groups reach it.
     ek = _key(ev)
     lo = tl.full([ROWS], _KEY_MIN, tl.int64)
     hi = key_max + 1
-    #    Any lo of the search is such a bound (count(>= lo) >= k): stop as soon as at most GCAP groups reach it.
     c_lo = tl.zeros([ROWS], dtype=tl.int64) + NG
     active = rmask & ((hi - lo) > 1) & (c_lo > GCAP)
+    if GEO:  # first pass: pivots 2^31 .. 2^10 keys below the row max (geometric), clamped into (lo, hi)
+        sh = 31 - (21 * tl.arange(0, NPB).to(tl.int64)) // (NPB - 1)
+        d = tl.full([NPB], 1, tl.int64) << sh
+        piv = tl.maximum(hi[:, None] - d[None, :], lo[:, None] + 1).to(tl.int32)
+        lo, hi, c_lo, active = _bound_pass(ek, em, piv, k, lo, hi, c_lo, active, GCAP)
     while tl.max(active.to(tl.int32), axis=0) > 0:  # a loop, not unrolled: compile time
-        piv = _pivots(lo, hi, NP)
-        cnt = _count_ge_reg(ek, em, piv).to(tl.int64)
-        ok = cnt >= k[:, None]
-        c_new = tl.min(tl.where(ok, cnt, c_lo[:, None]), axis=1)  # count at the largest pivot kept (decreasing)
-        lo2, hi2 = _narrow(lo, hi, piv, ok)
-        lo = tl.where(active, lo2, lo)
-        hi = tl.where(active, hi2, hi)
-        c_lo = tl.where(active, c_new, c_lo)
-        active = active & ((hi - lo) > 1) & (c_lo > GCAP)
+        lo, hi, c_lo, active = _bound_pass(ek, em, _pivots(lo, hi, NPB), k, lo, hi, c_lo, active, GCAP)
     t0 = lo
     # 2. Those groups' ids, ascending, at most GCAP per row (more: the row takes the whole-row fallback).
     sel = em & (ek.to(tl.int64) >= t0[:, None])
@@ -1134,47 +1303,35 @@ def _topk_draw_kernel(
     tl.debug_barrier()
     full = (n_g > GCAP) & (~greedy) & rmask
     n_keep = tl.minimum(n_g, GCAP)
-    cols, valid = _cand(CAND, rows, tl.arange(0, CT)[None, :], rows < 0, n_keep, V, G, GCAP)
-    valid = valid & rmask[:, None]
-    y = _load_at(X, rows[:, None] * stride_x + cols, BAN, rows[:, None] * stride_ban + cols, valid, IS_PROBS,
-                 HAS_BAN) / t_safe[:, None]
-    kk = _key(y)
+    cols, valid, y, kk = _gather(X, stride_x, BAN, stride_ban, CAND, rows, rmask, n_keep, t_safe, V, IS_PROBS,
+                                 HAS_BAN, G, GCAP, CT)
 
-    # 3. The exact k-th largest value among the candidates (ties kept), starting from [T0, max].
-    lo = t0
-    hi = key_max + 1
-    while tl.max((rmask & ((hi - lo) > 1)).to(tl.int32), axis=0) > 0:  # until every row's interval is one key
-        piv = _pivots(lo, hi, NP)
-        lo, hi = _narrow(lo, hi, piv, _count_ge_reg(kk, valid, piv).to(tl.int64) >= k[:, None])
-    tk = lo
-
-    # 4. Top-p on the renormalised top-k set (HF order): the largest key whose strictly-lower mass within the
-    #    set is <= (1 - p) * Z; p <= 0 keeps the largest token(s).
-    tp = tl.full([ROWS], _KEY_MIN, tl.int64)
+    # 3. Row parameters of top-p / min-p (HF order: top-p on the renormalised top-k set).
     p = tl.zeros([ROWS], dtype=tl.float32) + 1.0
     omp = tl.zeros([ROWS], dtype=tl.float32)
     p_on = p < 0.0
     if USE_P:
         p, omp = _row_top_p(P_PTR, rows, rmask, p_val, omp_val, P_ROWS, ROWS)
         p_on = (p < 1.0) & (~greedy)
-        e = tl.where(valid & (kk.to(tl.int64) >= tk[:, None]), tl.exp(y - m_safe[:, None]), 0.0)
-        thr = omp * tl.sum(e, axis=1)
-        lo = tk
-        hi = tl.where(p_on & (p > 0.0), key_max + 1, lo + 1)
-        while tl.max((rmask & ((hi - lo) > 1)).to(tl.int32), axis=0) > 0:
-            piv = _pivots(lo, hi, NP)
-            lo, hi = _narrow(lo, hi, piv, _mass_below_reg(kk, e, piv) <= thr[:, None])
-        tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
-
-    # 5. min-p, then Gumbel-max over the kept candidates; noise keyed by (seed, column, row) as the general
-    #    path, so both paths draw the same token from the same kept set.
-    keep_from = tl.maximum(tk, tp)
     mp = tl.zeros([ROWS], dtype=tl.float32)
     if USE_MINP:
         mp = _row_min_p(MINP_PTR, rows, rmask, minp_val, MINP_ROWS, ROWS)
     seed = tl.load(SEED).to(tl.int64)
-    _best, best_i = _gumbel_best(y, cols, valid, kk.to(tl.int64) >= keep_from[:, None], rows, m_safe, mp, seed, V,
-                                 USE_MINP, ROWS, CT)
+
+    # 4. Exact k-th value (ties kept), top-p, min-p and the Gumbel-max draw over the kept candidates; noise
+    #    keyed by (seed, column, row) as the general path, so both paths draw the same token from the same set.
+    if CC > 0:
+        best_i, big = _topk_compact_draw(CBUF, y, cols, valid, kk, rows, rmask, t0, key_max, m_safe, k, p, omp,
+                                         p_on, mp, seed, V, USE_P, USE_MINP, ROWS, CT, CC, CJ)
+        if tl.sum(big.to(tl.int32), axis=0) > 0:  # gathered again: the candidates' registers are free meanwhile
+            cols, valid, y, kk = _gather(X, stride_x, BAN, stride_ban, CAND, rows, rmask, n_keep, t_safe, V,
+                                         IS_PROBS, HAS_BAN, G, GCAP, CT)
+            srch = _topk_search_draw(y, cols, valid, kk, rows, rmask & big, t0, key_max, m_safe, k, p, omp, p_on,
+                                     mp, seed, V, USE_P, USE_MINP, NP, ROWS, CT)
+            best_i = tl.where(big, srch, best_i)
+    else:
+        best_i = _topk_search_draw(y, cols, valid, kk, rows, rmask, t0, key_max, m_safe, k, p, omp, p_on, mp, seed,
+                                   V, USE_P, USE_MINP, NP, ROWS, CT)
     if tl.sum(full.to(tl.int32), axis=0) > 0:
         slow = _topk_slow(X, stride_x, BAN, stride_ban, seed, CAND, rows, rmask, full, t_safe, m_safe, key_max,
                           k, t0, p, omp, p_on, mp, V, USE_P, USE_MINP, IS_PROBS, HAS_BAN, G, GCAP, FB, NP, NPASS,
@@ -1190,6 +1347,7 @@ def _sample_topk(x, seed, ts, k, ps, mps, ban_t, ban_stride, use_p, use_minp, is
     dev = x.device
     gm = torch.empty(b, cfg["NG"], dtype=torch.float32, device=dev)
     cand = torch.empty(b, cfg["GCAP"], dtype=torch.int32, device=dev)
+    cbuf = torch.empty(b, max(cfg["CC"], 1), dtype=torch.int64, device=dev)
     dummy = out
     ban_arg = dummy if ban_t is None else ban_t
     t_arg = dummy if ts is None else ts
@@ -1201,11 +1359,11 @@ def _sample_topk(x, seed, ts, k, ps, mps, ban_t, ban_stride, use_p, use_minp, is
                              **common)
     grid2 = (triton.cdiv(b, cfg["ROWS"]),)
     _topk_draw_kernel[grid2](x, x.stride(0), ban_arg, ban_stride, seed.reshape(-1), t_arg,
-                             dummy if ps is None else ps, dummy if mps is None else mps, gm, cand, out,
+                             dummy if ps is None else ps, dummy if mps is None else mps, gm, cand, cbuf, out,
                              b, v, cfg["NG"], int(k), t_val, p_val, omp_val, minp_val,
                              P_ROWS=ps is not None, MINP_ROWS=mps is not None, USE_P=use_p, USE_MINP=use_minp,
                              GCAP=cfg["GCAP"], ET=cfg["ET"], CT=cfg["CT"], FB=cfg["FB"], NP=cfg["NP"],
-                             NPASS=cfg["NPASS"],
+                             NPASS=cfg["NPASS"], CC=cfg["CC"], CJ=cfg["CJ"], NPB=cfg["NPB"], GEO=cfg["GEO"],
                              ROWS=cfg["ROWS"], num_warps=cfg["num_warps"], **common)
     return out
 
@@ -1433,20 +1591,30 @@ def aot_cases() -> list[dict[str, Any]]:
                                          "G": GROUP, "CG": cg, "SBG": min(cg, FAST_TILE // GROUP), "ROWS": 1},
                           "num_warps": 4})
         sig2 = {"X": dt, "stride_x": "i32", "BAN": "*i1", "stride_ban": "i32", "SEED": "*i64", "T_PTR": "*fp32",
-                "P_PTR": "*fp64", "MINP_PTR": "*fp32", "GM": "*fp32", "CAND": "*i32", "OUT": "*i64", "B": "i32",
+                "P_PTR": "*fp64", "MINP_PTR": "*fp32", "GM": "*fp32", "CAND": "*i32", "CBUF": "*i64", "OUT": "*i64",
+                "B": "i32",
                 "V": "i32", "NG": "i32", "k_val": "i32", "t_val": "fp32", "p_val": "fp32", "omp_val": "fp32",
                 "minp_val": "fp32"}
         sig2.update({c: "constexpr" for c in ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS",
-                                              "HAS_BAN", "G", "GCAP", "ET", "CT", "FB", "NP", "NPASS", "ROWS")})
+                                              "HAS_BAN", "G", "GCAP", "ET", "CT", "FB", "NP", "NPASS", "CC", "CJ",
+                                              "NPB", "GEO", "ROWS")})
         for v in (128256, 151936):
             g = GROUP if v <= GROUP_WIDE_VOCAB else 2 * GROUP
             et = triton.next_power_of_2(triton.cdiv(v, g))
             npiv = FAST_NPIV if GROUP_CAP * g <= 2048 else FAST_NPIV_WIDE
+            wide = v > GROUP_WIDE_VOCAB
             cases.append({"name": f"topk_draw_{name}_v{v}", "fn": _topk_draw_kernel, "signature": sig2,
                           "constexprs": {**flags, "G": g, "GCAP": GROUP_CAP, "ET": et, "CT": GROUP_CAP * g,
-                                         "FB": FAST_TILE, "NP": npiv, "NPASS": search_passes(npiv), "ROWS": 1},
-                          "num_warps": NUM_WARPS2,
-                          # triton 3.9 + cuobjdump, 2026-12-01: 8 B (V=128256) and 32-64 B (V=151936) of stack
-                          # on sm_90, none on gfx942/gfx950; the V=128256 timings above ran with it.
-                          "known_spill": "sm_90 stack 8-64 B in the register-resident top-k draw"})
+                                         "FB": FAST_TILE, "NP": npiv, "NPASS": search_passes(npiv),
+                                         "CC": min(CAND_CAP, GROUP_CAP * g),
+                                         "CJ": min((CAND_TILE_WIDE if wide else CAND_TILE) or CAND_CAP, CAND_CAP,
+                                                   GROUP_CAP * g),
+                                         "NPB": FAST_NPIV_BOUND or npiv,
+                                         "GEO": FAST_GEO, "ROWS": 1},
+                          "num_warps": NUM_WARPS2_WIDE if wide else NUM_WARPS2,
+                          # AOT 2026-12-01 with the compact tail (CAND_TILE 32 / 64 wide): triton 3.9 (CI) V=128256
+                          # 16 warps sm_90 8-16 B of stack, gfx942/gfx950 clean; V=151936 8 warps sm_90 clean,
+                          # gfx942/gfx950 7-13 SGPRs spilled. triton 3.6 (the H200's, timed): sm_90 0-8 B;
+                          # gfx942 22-25 VGPRs at 16 warps (the pivot-search tail of before: 13), 16-30 SGPRs at 8.
+                          "known_spill": "sm_90 stack <= 16 B / gfx SGPR spills in the register-resident top-k draw"})
     return cases + _search_aot_cases()
