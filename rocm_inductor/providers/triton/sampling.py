@@ -61,9 +61,11 @@ load / exp / key); large work accumulates them over the chunk and reduces once (
 Performance (H200, 2026-12-01, V=128256 float32 ``randn * 3``, T=0.7, op in a CUDA graph; session topp2,
 benchmarks/results/sampling_topp_session3.csv): top-p 0.9 alone 24.6 / 46.3 / 89.4 / 146.7 us at B = 1 / 8 /
 32 / 64 with the chain and the four-lane noise (each at the constants :func:`launch_config` now picks, with
-the draw code still compiled into launch 2 (since removed there, not re-timed); before:
+the draw code still compiled into launch 2; before:
 42.6 / 86.1 / 171.8 / 239.5; FlashInfer's fastest 44.5 / 51.4 / 65.4 / 106.6); min-p 0.1 alone 11.1 / 20.0 /
-47.5 / 81.9 (before 11.5 / 30.5 / 62.5 / 110.8). At B=64 launch 1 (max + winner) takes 39 us and the first
+47.5 / 81.9 (before 11.5 / 30.5 / 62.5 / 110.8). Merged build, draw compiled out of launch 2 (12:53 UTC,
+benchmarks/results/sampling.csv): top-p 23.0 / 45.4 / 85.4 / 125.8 us, min-p 10.3 / 19.1 / 49.9 / 78.9.
+At B=64 (topp2 call) launch 1 (max + winner) takes 39 us and the first
 two chain launches 29 / 26 us; the rest 1.7-4.4 us each. Every program that still works re-reads its row's
 partials of the previous pass (NCH x NP values) on top of its chunk.
 
@@ -87,7 +89,8 @@ chosen on the host from flags only, so capture-safe): two launches, the logits r
 Measured on the H200 (2026-12-01 12:36 UTC, torch 2.11, triton 3.6, benchmarks/results/sampling_topk_session3.csv,
 op in a CUDA graph, float32 randn * 3): HF chain (T=0.7, k=50, p=0.9) at B = 1 / 8: V=32000 19.5 / 19.5 us,
 V=128256 21.2 / 25.4, V=151936 24.4 (B=1); the pivot-search tail of before 28.6 / 28.2, 34.6 / 35.7, 46.0 /
-47.2. B = 32 / 64 not measured with the compact tail.
+47.2. Merged build (12:53 UTC, benchmarks/results/sampling.csv), V=128256: 22.8 / 26.1 / 28.0 / 32.9 us at
+B = 1 / 8 / 32 / 64 (FlashInfer 0.6.18: 115.7 / 139.6 / 165.0 / 235.8).
 
 Limits (:func:`check`): scores float16/bfloat16/float32, 2D; B * V < 2^31 is not needed (int64 offsets).
 """
