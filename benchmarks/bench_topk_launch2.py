@@ -16,13 +16,12 @@ and prints a table last. Needs a GPU.
 from __future__ import annotations
 
 import argparse
-import collections
 import csv
 import pathlib
 import time
 
 import torch
-from timing import graph_time_us  # noqa: E402  (benchmarks/timing.py)
+from timing import graph_time_us, kernel_breakdown  # noqa: E402  (benchmarks/timing.py)
 
 import rocm_inductor  # noqa: F401  (registers the ops)
 from rocm_inductor.providers.triton import sampling as S
@@ -71,25 +70,7 @@ def logits(v, b):
 
 def cupti(fn, n=10) -> str:
     """Median CUPTI duration (us) of each kernel of one call, in launch order."""
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(n):
-            fn()
-        torch.cuda.synchronize()
-    evs = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
-                 key=lambda e: e.time_range.start)
-    per = len(evs) // n
-    seq = collections.defaultdict(list)
-    for i, e in enumerate(evs[: per * n]):
-        seq[i % per].append((e.name, e.time_range.end - e.time_range.start))
-    parts = []
-    for i in range(per):
-        ds = sorted(d for _, d in seq[i])
-        parts.append(f"{seq[i][0][0][:24]} {ds[len(ds) // 2]:.1f}")
-    return " | ".join(parts)
+    return " | ".join(f"{name[:24]} {us:.1f}" for name, us in kernel_breakdown(fn, n))
 
 
 def main() -> None:

@@ -8,7 +8,6 @@ Run from a tree whose ``rocm_inductor`` is to be timed: ``python3 device_samplin
 [--variants JSON] [--prof] [--check] --csv OUT.csv`` (rows ``vocab,batch,filters,config,us``).
 """
 import argparse
-import collections
 import json
 import os
 import sys
@@ -26,6 +25,8 @@ ap.add_argument("--check", action="store_true")
 ap.add_argument("--csv", required=True)
 a = ap.parse_args()
 sys.path.insert(0, a.tree)
+from timing import kernel_breakdown  # noqa: E402  (benchmarks/timing.py, beside this script)
+
 from rocm_inductor.providers.triton import sampling as S  # noqa: E402
 
 # TOPP_DEV=cpu TOPP_V=1000 (with TRITON_INTERPRET=1): a dry run of this script, no timing
@@ -69,24 +70,8 @@ def graph_us(fn, iters=20, reps=5):
 def prof(fn, label, n=10):
     if DEV == "cpu":
         return
-    from torch.profiler import ProfilerActivity, profile
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as p:
-        for _ in range(n):
-            fn()
-        torch.cuda.synchronize()
-    evs = sorted((e for e in p.events() if e.device_type == torch.autograd.DeviceType.CUDA),
-                 key=lambda e: e.time_range.start)
-    per = len(evs) // n
-    seq = collections.defaultdict(list)
-    for i, e in enumerate(evs[: per * n]):
-        seq[i % per].append((e.name, e.time_range.end - e.time_range.start))
-    parts = []
-    for i in range(per):
-        d = sorted(x[1] for x in seq[i])[len(seq[i]) // 2]
-        parts.append(f"{seq[i][0][0].replace('_kernel', '')[:14]} {d:.1f}")
-    print(f"PROF {a.label} {label}: {per} kernels | " + ", ".join(parts), flush=True)
+    parts = [f"{name.replace('_kernel', '')[:14]} {us:.1f}" for name, us in kernel_breakdown(fn, n)]
+    print(f"PROF {a.label} {label}: {len(parts)} kernels | " + ", ".join(parts), flush=True)
 
 
 torch.manual_seed(0)

@@ -115,3 +115,26 @@ def versions() -> str:
     dev = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
     return (f"{time.strftime('%Y-%m-%d')}, {dev}, torch {torch.__version__}, triton {version_of('triton')}, "
             f"transformers {transformers.__version__}, flashinfer {version_of('flashinfer')}")
+
+
+def kernel_breakdown(fn: Callable[[], object], n: int = 10) -> list[tuple[str, float]]:
+    """GPU kernels of one ``fn()`` call in launch order: ``(kernel name, median CUPTI duration in us)`` over
+    ``n`` calls (torch.profiler, CUDA activity; launch gaps excluded). Needs a CUDA device."""
+    from collections import defaultdict
+
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+    evs = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+                 key=lambda e: e.time_range.start)
+    per = len(evs) // n
+    seq: dict[int, list[tuple[str, float]]] = defaultdict(list)
+    for i, e in enumerate(evs[: per * n]):
+        seq[i % per].append((e.name, e.time_range.end - e.time_range.start))
+    return [(seq[i][0][0], statistics.median(d for _, d in seq[i])) for i in range(per)]
+
