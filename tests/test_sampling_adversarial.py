@@ -75,3 +75,21 @@ def test_signed_zero_ties(monkeypatch):
         for kw in (dict(top_k=3), dict(top_k=3, top_p=0.9), dict(top_p=0.5)):
             out = paths(monkeypatch, xx, **kw)
             assert torch.equal(out["default"], out["search"]) and torch.equal(out["chain"], out["search"]), kw
+
+
+def test_per_row_nan_top_p_is_off(monkeypatch):
+    """A per-row top_p of NaN: the reference (HF's ``cumsum <= 1 - p``, never true) keeps every token, i.e. top-p
+    off; the kernels' clamp turned NaN into p = 0 (only the largest token). Same seed, same kept set: the tokens
+    of p = NaN must equal those of p = 1, on every path (top-k path, plain search, chain), and min-p NaN drops
+    nothing either."""
+    x = (torch.randn(1, 50, generator=_G) * 0.5).expand(32, 50).contiguous()
+    nan = torch.full((32,), float("nan"))
+    for kw in (dict(), dict(top_k=10), dict(min_p=0.05)):
+        out = paths(monkeypatch, x, p_rows=nan, **kw)
+        ref = paths(monkeypatch, x, p_rows=torch.ones(32), **kw)
+        for m in out:
+            assert torch.equal(out[m], ref[m]), (m, kw)
+        assert out["search"].unique().numel() > 5
+    out = paths(monkeypatch, x, mp_rows=nan, top_p=0.95)
+    ref = paths(monkeypatch, x, top_p=0.95)
+    assert all(torch.equal(out[m], ref[m]) for m in out)

@@ -331,14 +331,15 @@ def _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS: tl.const
 
 @triton.jit
 def _row_top_p(P_PTR, rows, rmask, p_val, omp_val, P_ROWS: tl.constexpr, ROWS: tl.constexpr):
-    """(ROWS,) float32 ``p`` (clamped into [1e-30, 1 - 2^-24], 0 and 1 kept) and ``1 - p`` (a tensor wins over
-    the scalars). A per-row float64 ``p`` gives ``1 - p`` rounded once to float32, as HF's threshold for a
-    float32 top_p (exact difference, one rounding) and for dynamic=True's 0-d float64 one."""
+    """(ROWS,) float32 ``p`` (clamped into [1e-30, 1 - 2^-24], 0 and 1 kept; a per-row NaN -> 1, off, as the
+    reference: ``cumsum <= 1 - NaN`` drops nothing) and ``1 - p`` (a tensor wins over the scalars). A per-row
+    float64 ``p`` gives ``1 - p`` rounded once to float32, as HF's threshold for a float32 top_p (exact
+    difference, one rounding) and for dynamic=True's 0-d float64 one."""
     if P_ROWS:
         p64 = tl.load(P_PTR + rows, mask=rmask, other=1.0).to(tl.float64)
         omp = (1.0 - p64).to(tl.float32)
         p = tl.where(p64 < 1.0, tl.minimum(p64.to(tl.float32), 0.99999994), 1.0)
-        p = tl.where(p64 > 0.0, tl.maximum(p, 1e-30), 0.0)
+        p = tl.where(p64 > 0.0, tl.maximum(p, 1e-30), tl.where(p64 <= 0.0, 0.0, p))
     else:
         p = tl.zeros([ROWS], dtype=tl.float32) + p_val
         omp = tl.zeros([ROWS], dtype=tl.float32) + omp_val  # 1 - p rounded once, as HF's threshold
