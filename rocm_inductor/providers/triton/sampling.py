@@ -2,8 +2,8 @@
 
 Meaning: :func:`rocm_inductor.providers.reference_sampling.sample_ref` (HF's chain). No sort: each filter is
 a *threshold* on the order-preserving int32 key of the float32 scaled logit (``bits`` for ``x >= 0``,
-``bits ^ 0x7FFFFFFF`` below), found by an (NP+1)-ary search (NP pivots per pass over the row; a fixed
-number of passes covers the 2^32 key range, see :func:`search_passes`):
+``(bits ^ 0x7FFFFFFF) + 1`` below: -0.0 and +0.0 share a key), found by an (NP+1)-ary search (NP pivots per
+pass over the row; a fixed number of passes covers the 2^32 key range, see :func:`search_passes`):
 
 - top-k: the largest key ``t`` with ``count(key >= t) >= k`` is the k-th largest logit exactly; keeping
   ``key >= t`` is HF's ``scores >= topk(scores, k)[0][..., -1]`` (ties at the k-th value kept).
@@ -257,7 +257,7 @@ def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None 
                   else TARGET_PROGRAMS_LARGE)
         if not chunk:
             chunk = min(max(triton.next_power_of_2(triton.cdiv(b * v, target)), MIN_CHUNK), MAX_CHUNK)
-    chunk = min(triton.next_power_of_2(chunk), max(vp, 4))  # >= 4: the noise takes four columns per Philox call
+    chunk = max(min(triton.next_power_of_2(chunk), vp), 4)  # >= 4: the noise takes four columns per Philox call
     nch = triton.cdiv(v, chunk)
     block = min(chunk, tile)
     rows = max(1, min(max_rows, tile // block, triton.next_power_of_2(max(b, 1))))
@@ -270,9 +270,17 @@ def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None 
 
 @triton.jit
 def _key(y):
-    """float32 -> int32 key with the same order (NaN never reaches here)."""
+    """float32 -> int32 key with the same order (NaN never reaches here): ``bits`` for ``y >= +0``, minus the
+    magnitude bits below (``(bits ^ 0x7FFFFFFF) + 1``), so -0.0 and +0.0 share key 0 (they are equal logits: HF's
+    ``scores < kth`` keeps both); -inf is ``-2^31 + 2^23``. Inverse: :func:`_unkey`."""
     bits = y.to(tl.int32, bitcast=True)
-    return tl.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)
+    return tl.where(bits >= 0, bits, (bits ^ 0x7FFFFFFF) + 1)
+
+
+@triton.jit
+def _unkey(k):
+    """int32 key -> the float32 it came from (key 0 -> +0.0; ``_KEY_MIN``, below every real key, -> NaN)."""
+    return tl.where(k >= 0, k, (tl.maximum(k, _KEY_MIN + 1) - 1) ^ 0x7FFFFFFF).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -323,14 +331,15 @@ def _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS: tl.const
 
 @triton.jit
 def _row_top_p(P_PTR, rows, rmask, p_val, omp_val, P_ROWS: tl.constexpr, ROWS: tl.constexpr):
-    """(ROWS,) float32 ``p`` (clamped into [1e-30, 1 - 2^-24], 0 and 1 kept) and ``1 - p`` (a tensor wins over
-    the scalars). A per-row float64 ``p`` gives ``1 - p`` rounded once to float32, as HF's threshold for a
-    float32 top_p (exact difference, one rounding) and for dynamic=True's 0-d float64 one."""
+    """(ROWS,) float32 ``p`` (clamped into [1e-30, 1 - 2^-24], 0 and 1 kept; a per-row NaN -> 1, off, as the
+    reference: ``cumsum <= 1 - NaN`` drops nothing) and ``1 - p`` (a tensor wins over the scalars). A per-row
+    float64 ``p`` gives ``1 - p`` rounded once to float32, as HF's threshold for a float32 top_p (exact
+    difference, one rounding) and for dynamic=True's 0-d float64 one."""
     if P_ROWS:
         p64 = tl.load(P_PTR + rows, mask=rmask, other=1.0).to(tl.float64)
         omp = (1.0 - p64).to(tl.float32)
         p = tl.where(p64 < 1.0, tl.minimum(p64.to(tl.float32), 0.99999994), 1.0)
-        p = tl.where(p64 > 0.0, tl.maximum(p, 1e-30), 0.0)
+        p = tl.where(p64 > 0.0, tl.maximum(p, 1e-30), tl.where(p64 <= 0.0, 0.0, p))
     else:
         p = tl.zeros([ROWS], dtype=tl.float32) + p_val
         omp = tl.zeros([ROWS], dtype=tl.float32) + omp_val  # 1 - p rounded once, as HF's threshold
@@ -1180,7 +1189,7 @@ def _cbuf_piece(CBUF, rows, rmask, n_c, j0, CC: tl.constexpr, CJ: tl.constexpr):
     vj = rmask[:, None] & (ja[None, :] < n_c[:, None])
     kj = tl.where(vj, (tl.load(CBUF + rows[:, None] * CC + ja[None, :], mask=vj, other=0) >> 32).to(tl.int32),
                   _KEY_MIN)
-    return kj, tl.where(kj >= 0, kj, kj ^ 0x7FFFFFFF).to(tl.float32, bitcast=True)
+    return kj, _unkey(kj)
 
 
 @triton.jit
@@ -1211,9 +1220,9 @@ def _topk_compact_draw(CBUF, y, cols, valid, kk, rows, rmask, t0, key_max, m_saf
     ca = tl.arange(0, CC)
     vc = rmask[:, None] & (ca[None, :] < n_c[:, None])
     pk = tl.load(CBUF + rows[:, None] * CC + ca[None, :], mask=vc, other=0)
-    kc = tl.where(vc, (pk >> 32).to(tl.int32), _KEY_MIN)  # below every real key (-inf's: -2^31 + 2^23 - 1)
+    kc = tl.where(vc, (pk >> 32).to(tl.int32), _KEY_MIN)  # below every real key (-inf's: -2^31 + 2^23)
     colc = pk - ((pk >> 32) << 32)
-    yc = tl.where(kc >= 0, kc, kc ^ 0x7FFFFFFF).to(tl.float32, bitcast=True)  # _key's inverse
+    yc = _unkey(kc)
     kc64 = kc.to(tl.int64)
     # exact k-th key (ties kept): count_i = #{j: key_j >= key_i} (int32 compares), j in CJ-wide pieces
     if CJ >= CC:
