@@ -95,6 +95,18 @@ def test_per_row_nan_top_p_is_off(monkeypatch):
     assert all(torch.equal(out[m], ref[m]) for m in out)
 
 
+def test_subnormal_scalar_top_p_is_clamped_as_per_row(monkeypatch):
+    """A scalar top_p below 1e-30 (subnormal at 1e-40: flushed to 0 on a GPU, which would reject the chain's
+    candidate after the host compiled the draw out of launch 2) is clamped on the host to 1e-30, as the per-row
+    path clamps: same tokens as the per-row tensor, on every path, and only the largest token kept."""
+    x = torch.randn(4, 40, generator=_G)
+    out = paths(monkeypatch, x, top_p=1e-40)
+    ref = paths(monkeypatch, x, p_rows=torch.full((4,), 1e-40, dtype=torch.float64))
+    for m in out:
+        assert torch.equal(out[m], ref[m]), m
+        assert torch.equal(out[m], x.argmax(-1)), m
+
+
 @pytest.mark.xfail(reason="open (adv3): a temperature so small that x / T overflows to +inf for several tokens makes "
                           "the row greedy; the plain search takes the raw argmax, the top-k path and the chain the "
                           "first overflowed column (the reference raises: softmax of +inf is NaN)", strict=False)

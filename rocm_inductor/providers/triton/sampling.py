@@ -1422,8 +1422,10 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     use_k = ks is not None or 0 < top_k_value < v
     use_p = ps is not None or top_p_value < 1.0
     use_minp = mps is not None or min_p_value > 0.0
-    scalars = (float(temperature_value), int(min(max(top_k_value, 0), v)), float(top_p_value),
-               1.0 - float(top_p_value), float(min_p_value))
+    p_s = float(top_p_value)
+    if 0.0 < p_s < 1e-30:  # as the per-row clamp: a subnormal p would flush to 0 on the GPU (another path)
+        p_s = 1e-30
+    scalars = (float(temperature_value), int(min(max(top_k_value, 0), v)), p_s, 1.0 - p_s, float(min_p_value))
     if fast_path_ok(b, v, ks, top_k_value, use_p, top_k_first):
         return _sample_topk(x, seed, ts, top_k_value, ps, mps, ban_t, ban_stride, use_p, use_minp, is_probs,
                             scalars, out)
