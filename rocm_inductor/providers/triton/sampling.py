@@ -299,6 +299,19 @@ def _lane_best(score, cols, bv, bi):
 
 
 @triton.jit
+def _fold_draw(score, base, bv, bi, best, best_i, ROWS: tl.constexpr, BLOCK: tl.constexpr, LANE: tl.constexpr):
+    """Fold one (ROWS, BLOCK) block of draw scores (first column ``base``) into the running draw: the per-lane
+    accumulators ``bv``/``bi`` of :func:`_lane_best` (``LANE``) or each row's (best, best_i) of
+    :func:`_running_argmax`; the other pair passes through unchanged (callers without LANE pass placeholders)."""
+    if LANE:
+        cols = (base + tl.arange(0, BLOCK))[None, :] + tl.zeros([ROWS, BLOCK], tl.int32)
+        bv, bi = _lane_best(score, cols.to(tl.int64), bv, bi)
+    else:
+        best, best_i = _running_argmax(score, best, best_i, base)
+    return bv, bi, best, best_i
+
+
+@triton.jit
 def _lane_reduce(bv, bi):
     """Per row, (best, index) of the lane accumulators of :func:`_lane_best`: the lowest column among the lanes
     holding the maximum, i.e. what the block-wise :func:`_running_argmax` gives (all -inf: the first lane's
@@ -553,6 +566,9 @@ def _step_kernel(
             seed = tl.load(SEED).to(tl.int64)
             best = tl.full([ROWS], float("-inf"), tl.float32)
             best_i = tl.zeros([ROWS], dtype=tl.int64) + col0
+            if not LANE:  # placeholders: _fold_draw passes them through
+                bv = best
+                bi = best_i
         if LANE:
             mv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
             bv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
@@ -567,14 +583,9 @@ def _step_kernel(
             if USE_K:
                 cnt += _count_ge(_key(y), m2, piv)
             if WIN:
-                cols = col0 + c0 + ar
                 score = tl.where(greedy_t[:, None], x, y + _noise(seed, col0 + c0, rows, ROWS, BLOCK))
                 score = tl.where(m2, score, float("-inf"))
-                if LANE:
-                    bv, bi = _lane_best(score, (cols[None, :] + tl.zeros([ROWS, BLOCK], tl.int32)).to(tl.int64),
-                                        bv, bi)
-                else:
-                    best, best_i = _running_argmax(score, best, best_i, col0 + c0)
+                bv, bi, best, best_i = _fold_draw(score, col0 + c0, bv, bi, best, best_i, ROWS, BLOCK, LANE)
         if LANE:
             m = tl.max(mv, axis=1)
             if WIN:
@@ -703,6 +714,9 @@ def _step_kernel(
             if LANE:
                 bv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
                 bi = tl.zeros([ROWS, BLOCK], dtype=tl.int64) + col0
+            else:  # placeholders: _fold_draw passes them through
+                bv = best
+                bi = best_i
             for c0 in range(0, CHUNK * todo.to(tl.int32), BLOCK):
                 cols = col0 + c0 + ar
                 x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
@@ -714,11 +728,7 @@ def _step_kernel(
                 score = tl.where(keep & m2, y + g, float("-inf"))
                 score = tl.where(greedy[:, None], x, score)
                 score = tl.where(m2, score, float("-inf"))
-                if LANE:
-                    bv, bi = _lane_best(score, (cols[None, :] + tl.zeros([ROWS, BLOCK], tl.int32)).to(tl.int64),
-                                        bv, bi)
-                else:
-                    best, best_i = _running_argmax(score, best, best_i, col0 + c0)
+                bv, bi, best, best_i = _fold_draw(score, col0 + c0, bv, bi, best, best_i, ROWS, BLOCK, LANE)
             if LANE:
                 best, best_i = _lane_reduce(bv, bi)
             tl.store(GV + rows * NCH + chunk, best, mask=rmask & ~won)
@@ -855,6 +865,9 @@ def _chain_kernel(
         if DRAW and LANE:
             bv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
             bi = tl.zeros([ROWS, BLOCK], dtype=tl.int64) + col0
+        else:  # placeholders: _fold_draw passes them through
+            bv = best
+            bi = best_i
         for c0 in range(0, CHUNK * tl.maximum(n_srch, n_rej), BLOCK):
             cols = col0 + c0 + ar
             x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
@@ -878,11 +891,7 @@ def _chain_kernel(
                     if USE_MINP:
                         keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
                     score = tl.where(keep, y + _noise(seed, col0 + c0, rows, ROWS, BLOCK), float("-inf"))
-                    if LANE:
-                        bv, bi = _lane_best(score, (cols[None, :] + tl.zeros([ROWS, BLOCK], tl.int32)).to(tl.int64),
-                                            bv, bi)
-                    else:
-                        best, best_i = _running_argmax(score, best, best_i, col0 + c0)
+                    bv, bi, best, best_i = _fold_draw(score, col0 + c0, bv, bi, best, best_i, ROWS, BLOCK, LANE)
         if CUR == 2:
             if ACC:
                 mass = tl.sum(mass3, axis=2)
