@@ -243,15 +243,14 @@ def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None 
     interp = interpreting() if interp is None else interp
     vp = triton.next_power_of_2(max(v, 1))
     chunk = chunk or FORCE_CHUNK
+    small = b * v <= SMALL_WORK
+    acc = bool(ACC_TILE) and (ACC_SMALL or not small)
     if interp:
         npiv, max_rows, red = INTERP_NPIV, INTERP_MAX_ROWS, INTERP_COMPARE_TILE
-        acc = bool(ACC_TILE) and (ACC_SMALL or b * v > SMALL_WORK)
         tile = INTERP_COMPARE_TILE // npiv
         chunk = chunk or vp
     else:
-        small = b * v <= SMALL_WORK
         npiv = NPIV_SMALL if small else NPIV_LARGE
-        acc = bool(ACC_TILE) and (ACC_SMALL or not small)
         tile, max_rows, red = (ACC_TILE if acc else COMPARE_TILE) // npiv, MAX_ROWS, REDUCE_TILE
         target = (SEARCH_TARGET_SMALL if small else TARGET_PROGRAMS_MID if b * v <= MID_WORK
                   else TARGET_PROGRAMS_LARGE)
@@ -433,8 +432,7 @@ def _count_ge(kk, m2, piv):
     """(ROWS, NP) int32: per pivot, how many in-range keys of the (ROWS, BLOCK) tile are >= it. Pivots of a
     row still searching are > -2^31, so out-of-range columns are given that key (one 2D select, not a 3D
     mask)."""
-    kk = tl.where(m2, kk, _KEY_MIN)
-    return tl.sum((kk[:, None, :] >= piv[:, :, None]).to(tl.int32), axis=2)
+    return tl.sum(_count_ge3(kk, m2, piv), axis=2)
 
 
 @triton.jit
@@ -469,8 +467,7 @@ def _mass_below3(kk, e, piv):
 @triton.jit
 def _mass_below(kk, e, piv):
     """(ROWS, NP) float32: per pivot, the sum of ``e`` over keys strictly below it."""
-    below = kk[:, None, :] < piv[:, :, None]
-    return tl.sum(tl.where(below, e[:, None, :], 0.0), axis=2)
+    return tl.sum(_mass_below3(kk, e, piv), axis=2)
 
 
 @triton.jit
@@ -706,11 +703,10 @@ def _step_kernel(
                 # p <= 0: only the largest token(s) survive.
                 tp = tl.where(p_on & (p <= 0.0), key_max, tl.where(p_on, lo, _KEY_MIN))
             keep_from = tl.maximum(tk, tp)
-            won = rows < 0
             seed = tl.load(SEED).to(tl.int64)
             best = tl.full([ROWS], float("-inf"), tl.float32)
             best_i = tl.zeros([ROWS], dtype=tl.int64) + col0
-            todo = tl.max((rmask & ~won).to(tl.int32), axis=0) > 0
+            todo = tl.max(rmask.to(tl.int32), axis=0) > 0
             if LANE:
                 bv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
                 bi = tl.zeros([ROWS, BLOCK], dtype=tl.int64) + col0
@@ -731,8 +727,8 @@ def _step_kernel(
                 bv, bi, best, best_i = _fold_draw(score, col0 + c0, bv, bi, best, best_i, ROWS, BLOCK, LANE)
             if LANE:
                 best, best_i = _lane_reduce(bv, bi)
-            tl.store(GV + rows * NCH + chunk, best, mask=rmask & ~won)
-            tl.store(GI + rows * NCH + chunk, best_i, mask=rmask & ~won)
+            tl.store(GV + rows * NCH + chunk, best, mask=rmask)
+            tl.store(GI + rows * NCH + chunk, best_i, mask=rmask)
 
 
 @triton.jit
@@ -933,8 +929,9 @@ def _pick_kernel(GV, GI, OUT, B, NCH, ROWS: tl.constexpr, NCHB: tl.constexpr, OP
 # ---------------------------------------------------------------------------------------------------------
 
 
-def fast_config(b: int, v: int) -> dict[str, int]:
-    """Launch shape of the two-launch top-k path for a (b, v) batch.
+def fast_config(b: int, v: int, interp: bool | None = None) -> dict[str, int]:
+    """Launch shape of the two-launch top-k path for a (b, v) batch (``interp``: the interpreter's shapes;
+    None: whether Triton interprets now).
 
     Returns:
         dict with ``G`` (columns per group), ``NG`` (groups per row), ``GCAP`` (candidate groups gathered per
@@ -955,7 +952,7 @@ def fast_config(b: int, v: int) -> dict[str, int]:
     """
     from . import interpreting
 
-    interp = interpreting()
+    interp = interpreting() if interp is None else interp
     g = INTERP_GROUP if interp else (GROUP if v <= GROUP_WIDE_VOCAB else 2 * GROUP)
     ng = triton.cdiv(v, g)
     ngb = triton.next_power_of_2(ng)
@@ -1487,10 +1484,16 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
             prev = 2
     launch(step + 1, prev, 3)  # draw
     if nch > 1:
-        frows = max(1, min(256, 4096 // cfg["NCHB"], triton.next_power_of_2(b)))
+        frows = _pick_rows(b, cfg["NCHB"])
         _pick_kernel[(triton.cdiv(b, frows),)](gv, gi, out, b, nch, ROWS=frows, NCHB=cfg["NCHB"], OPEN=False,
                                                num_warps=4)
     return out
+
+
+def _pick_rows(b: int, nchb: int) -> int:
+    """Rows per program of :func:`_pick_kernel`: a (ROWS, NCHB) tile of at most 4096 partials, <= 256 rows,
+    no more than next_pow2(B) (a larger tile spilled 12 SGPRs on gfx at B=1)."""
+    return max(1, min(256, 4096 // nchb, triton.next_power_of_2(b)))
 
 
 def _chain(args, kw, grid, cfg, passes, gv2, gi2, scalars, out) -> torch.Tensor:
@@ -1513,7 +1516,7 @@ def _chain(args, kw, grid, cfg, passes, gv2, gi2, scalars, out) -> torch.Tensor:
     step += 1
     _chain_kernel[grid](*cargs, step, t_val, p_val, omp_val, minp_val, PREV=prev, CUR=3, DRAW=True, **ckw)
     if nch > 1:
-        frows = max(1, min(256, 4096 // cfg["NCHB"], triton.next_power_of_2(b)))
+        frows = _pick_rows(b, cfg["NCHB"])
         _pick_kernel[(triton.cdiv(b, frows),)](gv2[step % 2], gi2[step % 2], out, b, nch, ROWS=frows,
                                                NCHB=cfg["NCHB"], OPEN=True, num_warps=4)
     return out
@@ -1585,7 +1588,7 @@ def _search_aot_cases() -> list[dict[str, Any]]:
                                          "DRAW": prev == 2 or cur == 3},
                           "num_warps": cfg["num_warps"]})
         if cfg["NCH"] > 1:
-            frows = max(1, min(256, 4096 // cfg["NCHB"], triton.next_power_of_2(b)))
+            frows = _pick_rows(b, cfg["NCHB"])
             for open_ in (False, True):
                 cases.append({"name": f"sample pick OPEN={open_} B={b} V={v}", "fn": _pick_kernel,
                               "signature": {"GV": "*fp32", "GI": "*i64", "OUT": "*i64", "B": "i32", "NCH": "i32",
@@ -1622,19 +1625,12 @@ def aot_cases() -> list[dict[str, Any]]:
                                               "HAS_BAN", "G", "GCAP", "ET", "CT", "FB", "NP", "NPASS", "CC", "CJ",
                                               "NPB", "GEO", "ROWS")})
         for v in (128256, 151936):
-            g = GROUP if v <= GROUP_WIDE_VOCAB else 2 * GROUP
-            et = triton.next_power_of_2(triton.cdiv(v, g))
-            npiv = FAST_NPIV if GROUP_CAP * g <= 2048 else FAST_NPIV_WIDE
-            wide = v > GROUP_WIDE_VOCAB
+            cfg = fast_config(1, v, interp=False)
             cases.append({"name": f"topk_draw_{name}_v{v}", "fn": _topk_draw_kernel, "signature": sig2,
-                          "constexprs": {**flags, "G": g, "GCAP": GROUP_CAP, "ET": et, "CT": GROUP_CAP * g,
-                                         "FB": FAST_TILE, "NP": npiv, "NPASS": search_passes(npiv),
-                                         "CC": min(CAND_CAP, GROUP_CAP * g),
-                                         "CJ": min((CAND_TILE_WIDE if wide else CAND_TILE) or CAND_CAP, CAND_CAP,
-                                                   GROUP_CAP * g),
-                                         "NPB": FAST_NPIV_BOUND or npiv,
-                                         "GEO": FAST_GEO, "ROWS": 1},
-                          "num_warps": NUM_WARPS2_WIDE if wide else NUM_WARPS2,
+                          "constexprs": {**flags, "ET": cfg["ET"], "ROWS": 1,
+                                         **{c: cfg[c] for c in ("G", "GCAP", "CT", "FB", "NP", "NPASS", "CC", "CJ",
+                                                                "NPB", "GEO")}},
+                          "num_warps": cfg["num_warps"],
                           # AOT 2026-12-01 with the compact tail (CAND_TILE 32 / 64 wide): triton 3.9 (CI) V=128256
                           # 16 warps sm_90 8-16 B of stack, gfx942/gfx950 clean; V=151936 8 warps sm_90 clean,
                           # gfx942/gfx950 7-13 SGPRs spilled. triton 3.6 (the H200's, timed): sm_90 0-8 B;
