@@ -71,8 +71,9 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         #   backend). Not yet measured: benchmarks/bench_tp.py on 2 GPUs; the pass is off until then.
         "all_reduce_add_rms_norm": ("flashinfer",),
         # merged_gemm: our Triton grouped small-M GEMM only (issue 19). H200, CUDA graphs, weights from HBM
-        #   (benchmarks/results/decode_gemm_layer.md, 2026-12-01): Llama-3.2-1B q/k/v 6.5-9.4 us vs 18.0-18.4
-        #   us as separate cuBLAS GEMMs at M = 1-32; gate/up 21.95 vs 22.55 us at M = 1, slower at M = 4-32.
+        #   (benchmarks/results/decode_gemm_layer.md, 2026-12-01): Llama-3.2-1B q/k/v 5.4-9.4 us vs 18.0-18.4
+        #   us as separate cuBLAS GEMMs at M = 1-32; gate/up 18.5 / 22.4 vs 23.4 / 23.3 us at M = 1 / 8,
+        #   slower at M = 4 and 32; Qwen3-0.6B q/k/v and gate/up faster at M = 1, 8, 32.
         #   The provider's check() takes only shapes/M buckets its measured table
         #   (providers/triton/gemm_merge_tuned.json) says are faster than separate cuBLAS on this GPU.
         "merged_gemm": ("triton",),
@@ -110,11 +111,11 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     #   CPU gloo tests show only that it matches and is exact. Enable with options={"passes":
     #   {"all_reduce_norm": True}} (it rewrites what the rms_norm pass left, so keep that pass on).
     # gemm_merge, cuda: ON. Measured on the H200 (2026-12-01, benchmarks/results/decode_gemm.csv, torch 2.11):
-    #   Llama-3.2-1B decode step 1.104x / 1.089x / 1.035x Inductor at B = 1 / 8 / 32 (1408.8 vs 1554.7,
-    #   1966.8 vs 2141.5, 3858.3 vs 3994.8 us; Inductor freezing 1506.2 us at B = 1). Only merges the
-    #   measured table (providers/triton/gemm_merge_tuned.json) says win are taken: q/k/v at every M, gate/up
-    #   at M = 1 only; on a GPU with table entries, unmeasured shapes are refused ("not measured", a
-    #   near-miss) unless ROCM_FUSED_GEMM_UNMEASURED=1. Qwen3-0.6B's step: not yet measured.
+    #   Llama-3.2-1B decode step 1.197x / 1.101x / 1.042x Inductor at B = 1 / 8 / 32 (1300.6 vs 1556.4,
+    #   1940.4 vs 2136.2, 3862.1 vs 4025.7 us; Inductor freezing 1506.2 us at B = 1), Qwen3-0.6B 1.234x at
+    #   B = 1. Only merges the measured table (providers/triton/gemm_merge_tuned.json) says win are taken
+    #   (Llama: q/k/v at every M, gate/up at M = 1 and 8); on a GPU with table entries, unmeasured shapes are
+    #   refused ("not measured", a near-miss) unless ROCM_FUSED_GEMM_UNMEASURED=1.
     # gemm_merge, rocm: OFF: verified on CPU stand-ins and gfx942/gfx950 AOT compiles only.
     "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False, "attention": False,
              "all_reduce_norm": False, "gemm_merge": False},
