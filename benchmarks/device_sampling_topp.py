@@ -25,7 +25,7 @@ ap.add_argument("--check", action="store_true")
 ap.add_argument("--csv", required=True)
 a = ap.parse_args()
 sys.path.insert(0, a.tree)
-from timing import kernel_breakdown  # noqa: E402  (benchmarks/timing.py, beside this script)
+from timing import graph_time_us, kernel_breakdown  # noqa: E402  (benchmarks/timing.py, beside this script)
 
 from rocm_inductor.providers.triton import sampling as S  # noqa: E402
 
@@ -45,26 +45,7 @@ def graph_us(fn, iters=20, reps=5):
     if DEV == "cpu":
         fn()
         return 0.0
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(iters):
-            fn()
-    ts = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(True), torch.cuda.Event(True)
-        e0.record()
-        g.replay()
-        e1.record()
-        torch.cuda.synchronize()
-        ts.append(e0.elapsed_time(e1) * 1000 / iters)
-    return sorted(ts)[len(ts) // 2]
+    return graph_time_us(fn, iters, reps)
 
 
 def prof(fn, label, n=10):
