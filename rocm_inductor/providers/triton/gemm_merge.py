@@ -154,11 +154,11 @@ def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, n
     x_ptrs = X + x_rows[:, None].to(tl.int64) * stride_xm + (k_lo + offs_k)[None, :] * stride_xk
     w_ptrs = W + rows_n[:, None].to(tl.int64) * stride_wn + (k_lo + offs_k)[None, :]
     if FULL:
-        policy: tl.constexpr = "evict_first" if EVICT else ""
         if EVEN_K:
-            w = tl.load(w_ptrs, eviction_policy=policy)
+            w = tl.load(w_ptrs, eviction_policy="evict_first" if EVICT else "")
         else:
-            w = tl.load(w_ptrs, mask=((k_lo + offs_k) < k_hi)[None, :], other=0.0, eviction_policy=policy)
+            w = tl.load(w_ptrs, mask=((k_lo + offs_k) < k_hi)[None, :], other=0.0,
+                        eviction_policy="evict_first" if EVICT else "")
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for mi in tl.static_range(BLOCK_M):
             xr_ptrs = X + tl.where(mi < M, mi, 0).to(tl.int64) * stride_xm + (k_lo + offs_k) * stride_xk
