@@ -198,6 +198,21 @@ FAST_TOPK = True
 WINNER = True
 #: Lane accumulators for launch 1's max and the draws' argmax (``LANE``; same tokens). Not timed yet: off.
 LANE_ARGMAX = False
+#: Restricted-winner chain (issue 14, session topp3; :func:`chain_schedule`): pivots / chunk width of launch 2
+#: (every row open) and of launches >= 3 (few rows open). Set (tests, benchmarks): used for every (b, v); None:
+#: the per-bucket values of CHAIN_BUCKETS.
+CHAIN_NP2: int | None = None
+CHAIN_CHUNK2: int | None = None
+CHAIN_NP3: int | None = None
+CHAIN_CHUNK3: int | None = None
+#: The chain's launches from this index of :func:`chain_schedule` on (1: launches >= 3) as ONE launch with one
+#: program per row looping its passes (:func:`_chain_loop_kernel`), with CHAIN_LOOP_WARPS warps (None: no loop /
+#: launch_config's warps).
+CHAIN_LOOP_FROM: int | None = None
+CHAIN_LOOP_WARPS: int | None = None
+#: ((max B * V, max V, (NP2, CHUNK2, NP3, CHUNK3, LOOP_FROM, LOOP_WARPS)), ...): the first bucket that holds
+#: (b, v) gives the chain's knobs; None entries: launch 1's value / no loop.
+CHAIN_BUCKETS: tuple = ()
 #: Tests only: force this chunk width (a power of two) to exercise the split path under the interpreter.
 FORCE_CHUNK: int | None = None
 _KEY_MIN = tl.constexpr(-(2**31))  # a constexpr: compiled Triton reads no plain globals
@@ -222,7 +237,8 @@ def search_passes(npiv: int) -> int:
     return n
 
 
-def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None = None) -> dict[str, int]:
+def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None = None,
+                  npiv: int | None = None) -> dict[str, int]:
     """Launch shape for a (b, v) batch.
 
     Returns:
@@ -236,7 +252,8 @@ def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None 
     ``ROWS * BLOCK * NP <= COMPARE_TILE``. The constexprs depend on b, so a few batch buckets compile their
     own variants. Interpreter: one chunk per row, ``ROWS * BLOCK * NP <= 2^20`` (Triton's numel limit).
     ``chunk`` (or :data:`FORCE_CHUNK`) overrides the chunk width (tests); ``interp`` (default: whether
-    ``TRITON_INTERPRET=1``) picks the interpreter's shape or the GPU's (``aot_cases`` asks for the GPU's).
+    ``TRITON_INTERPRET=1``) picks the interpreter's shape or the GPU's (``aot_cases`` asks for the GPU's);
+    ``npiv`` overrides the pivots per pass (the chain's later launches, :func:`chain_schedule`).
     """
     from . import interpreting
 
@@ -246,11 +263,11 @@ def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None 
     small = b * v <= SMALL_WORK
     acc = bool(ACC_TILE) and (ACC_SMALL or not small)
     if interp:
-        npiv, max_rows, red = INTERP_NPIV, INTERP_MAX_ROWS, INTERP_COMPARE_TILE
+        npiv, max_rows, red = npiv or INTERP_NPIV, INTERP_MAX_ROWS, INTERP_COMPARE_TILE
         tile = INTERP_COMPARE_TILE // npiv
         chunk = chunk or vp
     else:
-        npiv = NPIV_SMALL if small else NPIV_LARGE
+        npiv = npiv or (NPIV_SMALL if small else NPIV_LARGE)
         tile, max_rows, red = (ACC_TILE if acc else COMPARE_TILE) // npiv, MAX_ROWS, REDUCE_TILE
         target = (SEARCH_TARGET_SMALL if small else TARGET_PROGRAMS_MID if b * v <= MID_WORK
                   else TARGET_PROGRAMS_LARGE)
@@ -475,8 +492,15 @@ def _reduce_parts(P, par, rows, rmask, B, NCH, ROWS: tl.constexpr, NP: tl.conste
                   CB: tl.constexpr, IS_INT: tl.constexpr):
     """(ROWS, NP) sum over the chunks of partials ``P[par, row, chunk, :]`` (layout [2, B, NCH, NP]), in a
     fixed order (chunk blocks of CB in sequence, a tree within one): identical in every program."""
+    return _sum_parts(P, (par * B + rows) * NCH * NP, rmask, NCH, ROWS, NP, NCHB, CB, IS_INT)
+
+
+@triton.jit
+def _sum_parts(P, off0, rmask, NCH, ROWS: tl.constexpr, NP: tl.constexpr, NCHB: tl.constexpr, CB: tl.constexpr,
+               IS_INT: tl.constexpr):
+    """(ROWS, NP) sum over the chunks of the partials ``P[off0 + chunk * NP + j]`` (``off0``: (ROWS,) int64
+    element offset of each row's first chunk), in :func:`_reduce_parts`'s fixed order."""
     jn = tl.arange(0, NP)
-    base = (par * B + rows) * NCH
     if IS_INT:
         acc = tl.zeros([ROWS, NP], dtype=tl.int32)
     else:
@@ -484,7 +508,7 @@ def _reduce_parts(P, par, rows, rmask, B, NCH, ROWS: tl.constexpr, NP: tl.conste
     for c0 in tl.static_range(0, NCHB, CB):
         cc = c0 + tl.arange(0, CB)
         msk = rmask[:, None, None] & (cc < NCH)[None, :, None]
-        off = (base[:, None, None] + cc[None, :, None]) * NP + jn[None, None, :]
+        off = off0[:, None, None] + cc[None, :, None] * NP + jn[None, None, :]
         acc += tl.sum(tl.load(P + off, mask=msk, other=0), axis=1)
     return acc
 
@@ -732,14 +756,18 @@ def _step_kernel(
 
 
 @triton.jit
-def _winner_pivot(piv, lo, hi, wk, NP: tl.constexpr):
-    """Pivots with the last replaced by the winner's key + 1 where that lies strictly inside (lo, hi) (only
-    in the first top-p pass: afterwards the interval lies on one side of it). The narrowing needs no sorted
+def _winner_pivot(lo, hi, wk, NP: tl.constexpr):
+    """(ROWS, NP) int32 pivots of a chain pass over [lo, hi): where the candidate's key + 1 lies strictly inside,
+    ``NP - 1`` pivots at ``lo + d*j // NP`` plus that one (the narrowed interval is at most ``ceil(d / NP)``
+    wide either way, :func:`chain_passes`), else :func:`_pivots`'s ``NP``. The narrowing needs no sorted
     pivots: the computed mass below a pivot is monotone in the pivot."""
     w1 = wk + 1
     inside = (w1 > lo) & (w1 < hi)
-    last = (tl.arange(0, NP) == NP - 1)[None, :]
-    return tl.where(last & inside[:, None], w1.to(tl.int32)[:, None], piv)
+    j = tl.arange(0, NP).to(tl.int64) + 1
+    den = tl.where(inside, NP, NP + 1)
+    piv = lo[:, None] + ((hi - lo)[:, None] * j[None, :]) // den[:, None]
+    last = (j == NP)[None, :]
+    return tl.where(last & inside[:, None], w1[:, None], piv).to(tl.int32)
 
 
 _NEED = tl.constexpr(-(2**40))  # candidate state: "drawn by this launch, in its GV/GI partials"
@@ -749,12 +777,13 @@ _NEED = tl.constexpr(-(2**40))  # candidate state: "drawn by this launch, in its
 def _chain_kernel(
     X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR,
     PMAX, MASS, ZP, CS, GV, GI, OUT,
-    B, V, NCH, step, t_val, p_val, omp_val, minp_val,
+    B, V, NCH, step, t_val, p_val, omp_val, minp_val, NCH1, NCHZ, NCH_IN, GSZ, MSZ,
     T_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
     USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
     PREV: tl.constexpr, CUR: tl.constexpr,
     CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, NP: tl.constexpr,
-    NCHB: tl.constexpr, CB: tl.constexpr, ACC: tl.constexpr, LANE: tl.constexpr, DRAW: tl.constexpr,
+    NCHB: tl.constexpr, ACC: tl.constexpr, LANE: tl.constexpr, DRAW: tl.constexpr,
+    NCHB1: tl.constexpr, NCHBZ: tl.constexpr, NCHB_IN: tl.constexpr, CB_IN: tl.constexpr, NP_IN: tl.constexpr,
 ):
     """Launch ``step`` >= 2 of the restricted-winner chain (no top-k: top-p and/or min-p; module docstring),
     program (row block, chunk), after :func:`_step_kernel`'s launch 1 (``WIN``: maxima, whole-row winner
@@ -775,21 +804,86 @@ def _chain_kernel(
     ``DRAW`` off (host: launch 2 with top-p, no min-p, no per-row p, scalar p > 0): no row can reject
     launch 1's winner here (lo is the smallest key), so the draw code is compiled out. ``LANE``: as
     :func:`_step_kernel`'s.
+
+    Each launch has its own chunking and pivot count (:func:`chain_schedule`): ``CHUNK``/``NCH``/``NCHB``/``NP``
+    are this launch's (grid ``(cdiv(B, ROWS), NCH)``; it writes ``MASS[step % 2]`` as [B, NCH, NP] and
+    ``GV/GI[step % 2]`` as [B, NCH], each parity ``MSZ`` / ``GSZ`` elements), ``NCH_IN``/``NCHB_IN``/``CB_IN``/
+    ``NP_IN`` the previous launch's (the partials read at the top), ``NCH1``/``NCHB1`` launch 1's (``PMAX``),
+    ``NCHZ``/``NCHBZ`` launch 2's (``ZP``, the normaliser it wrote).
     """
+    _chain_body(X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR, PMAX, MASS, ZP, CS, GV, GI, OUT, B, V,
+                NCH, step, t_val, p_val, omp_val, minp_val, NCH1, NCHZ, NCH_IN, GSZ, MSZ, tl.program_id(1), T_ROWS,
+                P_ROWS, MINP_ROWS, USE_P, USE_MINP, IS_PROBS, HAS_BAN, PREV, CUR, CHUNK, BLOCK, ROWS, NP, NCHB, ACC,
+                LANE, DRAW, NCHB1, NCHBZ, NCHB_IN, CB_IN, NP_IN)
+
+
+@triton.jit(do_not_specialize=["step", "N_LOOP"])
+def _chain_loop_kernel(
+    X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR,
+    PMAX, MASS, ZP, CS, GV, GI, OUT,
+    B, V, NCH, step, t_val, p_val, omp_val, minp_val, NCH1, NCHZ, NCH_IN, GSZ, MSZ,
+    N_LOOP,
+    T_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
+    USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
+    PREV: tl.constexpr, CUR: tl.constexpr,
+    CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, NP: tl.constexpr,
+    NCHB: tl.constexpr, ACC: tl.constexpr, LANE: tl.constexpr, DRAW: tl.constexpr,
+    NCHB1: tl.constexpr, NCHBZ: tl.constexpr, NCHB_IN: tl.constexpr, CB_IN: tl.constexpr, NP_IN: tl.constexpr,
+):
+    """Launches ``step .. step + N_LOOP - 1`` (N_LOOP >= 2) of :func:`_chain_kernel` as one launch with one
+    chunk per row (``NCH == 1``: each program owns its rows): the search passes loop inside the program, each
+    iteration's partials and row state go through the same buffers as between launches (re-read after a
+    ``tl.debug_barrier``, as the top-k path's scratch row), the last iteration is the draw (``CUR = 3``) and
+    writes ``OUT``. Closed rows cost one load of ``OUT`` per iteration. The first iteration reads the previous
+    launch's partials (``NCH_IN``, ``NCHB_IN``, ``CB_IN``, ``NP_IN``, ``DRAW``), later ones this launch's own.
+    ``CUR`` is unused (kept for one signature with :func:`_chain_kernel`). Small vocabularies (issue 14): the
+    launch count, not the work, is the cost there (:data:`CHAIN_LOOP_FROM`).
+    """
+    _chain_body(X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR, PMAX, MASS, ZP, CS, GV, GI, OUT, B, V,
+                NCH, step, t_val, p_val, omp_val, minp_val, NCH1, NCHZ, NCH_IN, GSZ, MSZ, 0, T_ROWS, P_ROWS,
+                MINP_ROWS, USE_P, USE_MINP, IS_PROBS, HAS_BAN, PREV, 2, CHUNK, BLOCK, ROWS, NP, NCHB, ACC, LANE,
+                DRAW, NCHB1, NCHBZ, NCHB_IN, CB_IN, NP_IN)
+    for s in range(step + 1, step + N_LOOP - 1):
+        tl.debug_barrier()
+        _chain_body(X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR, PMAX, MASS, ZP, CS, GV, GI, OUT, B,
+                    V, NCH, s, t_val, p_val, omp_val, minp_val, NCH1, NCHZ, 1, GSZ, MSZ, 0, T_ROWS, P_ROWS,
+                    MINP_ROWS, USE_P, USE_MINP, IS_PROBS, HAS_BAN, 2, 2, CHUNK, BLOCK, ROWS, NP, NCHB, ACC, LANE,
+                    True, NCHB1, NCHBZ, 1, 1, NP)
+    tl.debug_barrier()
+    _chain_body(X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR, PMAX, MASS, ZP, CS, GV, GI, OUT, B, V,
+                NCH, step + N_LOOP - 1, t_val, p_val, omp_val, minp_val, NCH1, NCHZ, 1, GSZ, MSZ, 0, T_ROWS, P_ROWS,
+                MINP_ROWS, USE_P, USE_MINP, IS_PROBS, HAS_BAN, 2, 3, CHUNK, BLOCK, ROWS, NP, NCHB, ACC, LANE, True,
+                NCHB1, NCHBZ, 1, 1, NP)
+
+
+@triton.jit
+def _chain_body(
+    X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR,
+    PMAX, MASS, ZP, CS, GV, GI, OUT,
+    B, V, NCH, step, t_val, p_val, omp_val, minp_val, NCH1, NCHZ, NCH_IN, GSZ, MSZ,
+    chunk,
+    T_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
+    USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
+    PREV: tl.constexpr, CUR: tl.constexpr,
+    CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, NP: tl.constexpr,
+    NCHB: tl.constexpr, ACC: tl.constexpr, LANE: tl.constexpr, DRAW: tl.constexpr,
+    NCHB1: tl.constexpr, NCHBZ: tl.constexpr, NCHB_IN: tl.constexpr, CB_IN: tl.constexpr, NP_IN: tl.constexpr,
+):
+    """One launch of :func:`_chain_kernel` for program (row block, ``chunk``)."""
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     rmask = rows < B
-    chunk = tl.program_id(1)
     col0 = chunk * CHUNK
     ar = tl.arange(0, BLOCK)
     lead = (tl.zeros([ROWS], dtype=tl.int32) + chunk) == 0
     par_in = (step + 1) % 2
     par_out = step % 2
+    stp = tl.zeros([ROWS], dtype=tl.int64) + step  # int64 (a loop counter in _chain_loop_kernel)
     live = rmask & (tl.load(OUT + rows, mask=rmask, other=0) < 0)
     if tl.max(live.to(tl.int32), axis=0) > 0:
         t = _row_temperature(T_PTR, rows, rmask, t_val, T_ROWS, ROWS)
         greedy_t = t <= 0.0
         t_safe = tl.where(greedy_t, 1.0, t)
-        m = _reduce_chunks(PMAX, rows, live, NCH, NCHB, True)
+        m = _reduce_chunks(PMAX, rows, live, NCH1, NCHB1, True)
         greedy = greedy_t | (m == float("inf")) | (m == float("-inf"))
         m_safe = tl.where(greedy, 0.0, m)
         key_max = _key(m_safe).to(tl.int64)
@@ -810,21 +904,22 @@ def _chain_kernel(
             ck = tl.full([ROWS], _NEED, tl.int64)
             ctok = tl.zeros([ROWS], dtype=tl.int64)
         else:
-            st_in = CS + (step - 1).to(tl.int64) * 4 * B
+            st_in = CS + (stp - 1) * 4 * B
             lo = tl.load(st_in + rows, mask=live, other=_KEY_MIN)
             hi = tl.load(st_in + B + rows, mask=live, other=_KEY_MIN + 1)
             ck = tl.load(st_in + 2 * B + rows, mask=live, other=_NEED)
             ctok = tl.load(st_in + 3 * B + rows, mask=live, other=0)
             if USE_P:
-                piv = _winner_pivot(_pivots(lo, hi, NP), lo, hi, ck, NP)
-                mass = _reduce_parts(MASS, par_in, rows, live, B, NCH, ROWS, NP, NCHB, CB, False)
-                thr = omp * _reduce_chunks(ZP, rows, live, NCH, NCHB, False)
+                piv = _winner_pivot(lo, hi, ck, NP_IN)
+                mass = _sum_parts(MASS, par_in * MSZ + rows * NCH_IN * NP_IN, live, NCH_IN, ROWS, NP_IN, NCHB_IN,
+                                  CB_IN, False)
+                thr = omp * _reduce_chunks(ZP, rows, live, NCHZ, NCHBZ, False)
                 lo, hi = _narrow(lo, hi, piv, mass <= thr[:, None])
         # The candidate the previous launch drew (its best chunk, the first among equals, as the pick).
         need = live & (ck == _NEED)
-        cc = tl.arange(0, NCHB)
-        pbase = (par_in * B + rows) * NCH
-        gv = tl.load(GV + pbase[:, None] + cc[None, :], mask=need[:, None] & (cc < NCH)[None, :],
+        cc = tl.arange(0, NCHB_IN)
+        pbase = par_in * GSZ + rows * NCH_IN
+        gv = tl.load(GV + pbase[:, None] + cc[None, :], mask=need[:, None] & (cc < NCH_IN)[None, :],
                      other=float("-inf"))
         tok = tl.load(GI + pbase + tl.argmax(gv, axis=1).to(tl.int64), mask=need, other=0)
         yw = _load_at(X, rows * stride_x + tok, BAN, rows * stride_ban + tok, need, IS_PROBS, HAS_BAN) / t_safe
@@ -840,7 +935,7 @@ def _chain_kernel(
         ck = tl.where(rej, _NEED, ck)
         srch = rows < 0
         if CUR == 2:
-            st_out = CS + step.to(tl.int64) * 4 * B
+            st_out = CS + stp * 4 * B
             wmask = live & lead
             tl.store(st_out + rows, lo, mask=wmask)
             tl.store(st_out + B + rows, hi, mask=wmask)
@@ -849,7 +944,7 @@ def _chain_kernel(
             srch = live & (~kept) & ((hi - lo) > 1)
         n_srch = tl.max(srch.to(tl.int32), axis=0)
         n_rej = tl.max(rej.to(tl.int32), axis=0) * DRAW
-        piv = _winner_pivot(_pivots(lo, hi, NP), lo, hi, ck, NP)
+        piv = _winner_pivot(lo, hi, ck, NP)
         seed = tl.load(SEED).to(tl.int64)
         best = tl.full([ROWS], float("-inf"), tl.float32)
         best_i = tl.zeros([ROWS], dtype=tl.int64) + col0
@@ -894,14 +989,14 @@ def _chain_kernel(
                 if PREV == 0:
                     z = tl.sum(z2, axis=1)
             jn = tl.arange(0, NP)
-            poff = ((par_out * B + rows[:, None]) * NCH + chunk) * NP + jn[None, :]
+            poff = par_out * MSZ + (rows[:, None] * NCH + chunk) * NP + jn[None, :]
             tl.store(MASS + poff, mass, mask=srch[:, None])
             if PREV == 0:
                 tl.store(ZP + rows * NCH + chunk, z, mask=live)
         if DRAW:
             if LANE:
                 best, best_i = _lane_reduce(bv, bi)
-            obase = (par_out * B + rows) * NCH + chunk
+            obase = par_out * GSZ + rows * NCH + chunk
             tl.store(GV + obase, best, mask=rej)
             tl.store(GI + obase, best_i, mask=rej)
             if CUR == 3 and NCHB == 1:
@@ -1441,16 +1536,20 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     f32 = dict(dtype=torch.float32, device=dev)
     pmax = torch.empty(b, nch, **f32)
     cnt = torch.empty(2, b, nch, npiv, dtype=torch.int32, device=dev) if use_k else out
-    mass = torch.empty(2, b, nch, npiv, **f32) if use_p else pmax
-    zp = torch.empty(b, nch, **f32) if use_p else pmax
+    win = WINNER and not use_k and (use_p or use_minp)
+    sched = chain_schedule(b, v, cfg, use_p) if win else []
+    # partial buffers sized for the widest layout of any launch (the chain's launches differ, chain_schedule)
+    msz = b * max([nch * npiv] + [c["NCH"] * c["NP"] for c in sched])
+    gsz = b * max([nch] + [c["NCH"] for c in sched])
+    mass = torch.empty(2 * msz, **f32) if use_p else pmax
+    zp = torch.empty(gsz, **f32) if use_p else pmax
     n_steps = 1 + (passes if use_k else 0) + (passes if use_p else 0)
     st = torch.empty(n_steps + 1, 2, b, dtype=torch.int64, device=dev)
     tk = torch.empty(b, dtype=torch.int64, device=dev) if use_p else out
-    win = WINNER and not use_k and (use_p or use_minp)
     if win:
         # the chain's candidate partials, [launch % 2] (launch 1 writes [1]); CS: its per-launch row state
-        gv2 = torch.empty(2, b, nch, **f32)
-        gi2 = torch.empty(2, b, nch, dtype=torch.int64, device=dev)
+        gv2 = torch.empty(2, gsz, **f32)
+        gi2 = torch.empty(2, gsz, dtype=torch.int64, device=dev)
         gv, gi = gv2[1], gi2[1]
     else:
         gv = torch.empty(b, nch, **f32)
@@ -1471,7 +1570,7 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     step, prev = 1, 0
     launch(step, 0, 0)  # maxima (+ top-k pass 1)
     if win:
-        return _chain(args, kw, grid, cfg, passes if use_p else 0, gv2, gi2, scalars, out)
+        return _chain(args, kw, cfg, sched, gv2, gi2, msz, gsz, scalars, out)
     if use_k:
         prev = 1
         for _ in range(passes - 1):
@@ -1496,30 +1595,105 @@ def _pick_rows(b: int, nchb: int) -> int:
     return max(1, min(256, 4096 // nchb, triton.next_power_of_2(b)))
 
 
-def _chain(args, kw, grid, cfg, passes, gv2, gi2, scalars, out) -> torch.Tensor:
-    """Launches 2 .. passes + 2 of the restricted-winner chain (:func:`_chain_kernel`) after launch 1, then the
-    pick of the rows still open (when a row has more than one chunk)."""
-    x, b, nch = args[0], args[-3], args[-1]
-    cs = torch.empty(passes + 3, 4, b, dtype=torch.int64, device=x.device)
-    cargs = args[:6] + args[7:10] + (args[11], args[12], cs, gv2, gi2, out, b, args[-2], nch)
-    ckw = {k: kw[k] for k in ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN", "CHUNK",
-                              "BLOCK", "ROWS", "NP", "NCHB", "CB", "ACC", "LANE", "num_warps")}
+def _chain(args, kw, cfg, sched, gv2, gi2, msz, gsz, scalars, out) -> torch.Tensor:
+    """Launches 2 .. len(sched) + 1 of the restricted-winner chain (:func:`_chain_kernel`, one per entry of
+    :func:`chain_schedule`: its search passes, then the last launch) after launch 1 (layout ``cfg``), then the
+    pick of the rows still open (when the last launch has more than one chunk)."""
+    x, b, nch1 = args[0], args[-3], args[-1]
+    cs = torch.empty(len(sched) + 2, 4, b, dtype=torch.int64, device=x.device)
+    cargs = args[:6] + args[7:10] + (args[11], args[12], cs, gv2, gi2, out, b, args[-2])
+    ckw = {k: kw[k] for k in ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN", "ACC",
+                              "LANE")}
     t_val, _k, p_val, omp_val, minp_val = scalars
     # launch 2 cannot reject launch 1's winner without min-p and with one p > 0 (module docstring): no draw code
     draw2 = kw["USE_MINP"] or kw["P_ROWS"] or not p_val > 0.0
+    nchz = sched[0]["NCH"]
+    prev_c = cfg
     step, prev = 1, 0
-    for _ in range(passes):
+    for i, c in enumerate(sched):
         step += 1
-        _chain_kernel[grid](*cargs, step, t_val, p_val, omp_val, minp_val, PREV=prev, CUR=2,
-                            DRAW=bool(prev == 2 or draw2), **ckw)
-        prev = 2
-    step += 1
-    _chain_kernel[grid](*cargs, step, t_val, p_val, omp_val, minp_val, PREV=prev, CUR=3, DRAW=True, **ckw)
-    if nch > 1:
-        frows = _pick_rows(b, cfg["NCHB"])
-        _pick_kernel[(triton.cdiv(b, frows),)](gv2[step % 2], gi2[step % 2], out, b, nch, ROWS=frows,
-                                               NCHB=cfg["NCHB"], OPEN=True, num_warps=4)
+        last = i == len(sched) - 1
+        kern, extra = _chain_kernel, ()
+        if c.get("LOOP"):  # this launch and the rest as one launch (_chain_loop_kernel)
+            kern, extra = _chain_loop_kernel, (len(sched) - i,)
+        kern[(triton.cdiv(b, c["ROWS"]), c["NCH"])](
+            *cargs, c["NCH"], step, t_val, p_val, omp_val, minp_val, nch1, nchz, prev_c["NCH"], gsz, msz, *extra,
+            PREV=prev, CUR=3 if last else 2, DRAW=bool(last or prev == 2 or draw2), CHUNK=c["CHUNK"],
+            BLOCK=c["BLOCK"], ROWS=c["ROWS"], NP=c["NP"], NCHB=c["NCHB"], NCHB1=cfg["NCHB"],
+            NCHBZ=triton.next_power_of_2(nchz), NCHB_IN=prev_c["NCHB"], CB_IN=_chain_cb(c["ROWS"], prev_c),
+            NP_IN=prev_c["NP"], num_warps=c["num_warps"], **ckw)
+        prev, prev_c = 2, c
+        if c.get("LOOP"):
+            step += len(sched) - i - 1
+            break
+    if prev_c["NCH"] > 1:
+        frows = _pick_rows(b, prev_c["NCHB"])
+        par = step % 2
+        _pick_kernel[(triton.cdiv(b, frows),)](gv2[par], gi2[par], out, b, prev_c["NCH"], ROWS=frows,
+                                               NCHB=prev_c["NCHB"], OPEN=True, num_warps=4)
     return out
+
+
+def _chain_cb(rows: int, prev: dict[str, int]) -> int:
+    """Chunks per step of a chain launch's reduction of the previous launch's (ROWS, chunks, NP) partials: a
+    tile of at most :data:`REDUCE_TILE` elements (as :func:`launch_config`'s ``CB``)."""
+    return min(prev["NCHB"], max(1, REDUCE_TILE // (rows * prev["NP"])))
+
+
+def chain_passes(nps: list[int]) -> int:
+    """Search passes of the chain that shrink a 2^32-wide key interval to width 1 when pass i has ``nps[i]``
+    pivots (the last entry repeats): each pass leaves at most ``ceil(d / NP)`` (:func:`_winner_pivot`).
+
+    Raises:
+        ValueError: a pass with fewer than 2 pivots (one pivot at the candidate's key need not shrink).
+    """
+    if min(nps) < 2:
+        raise ValueError(f"chain passes need >= 2 pivots each, got {nps}")
+    d, n = 2**32, 0
+    while d > 1:
+        d, n = -(-d // nps[min(n, len(nps) - 1)]), n + 1
+    return n
+
+
+def chain_schedule(b: int, v: int, cfg: dict[str, int], use_p: bool,
+                   interp: bool | None = None) -> list[dict[str, int]]:
+    """Per-launch shapes of the restricted-winner chain after launch 1 (layout ``cfg`` =
+    :func:`launch_config`): one dict per launch (the top-p search passes, then the last launch; min-p alone:
+    the last launch only), each as :func:`launch_config`'s (``CHUNK``, ``NCH``, ``BLOCK``, ``ROWS``, ``NP``,
+    ``NCHB``, ``num_warps``).
+
+    Launch 2 (every row open: it tests launch 1's winner) takes :data:`CHAIN_NP2` pivots over
+    :data:`CHAIN_CHUNK2`-column chunks; launches >= 3 (few rows open: ~90% close at the top of launch 3) take
+    :data:`CHAIN_NP3` pivots over :data:`CHAIN_CHUNK3`-column chunks, so an open row's work spreads over many
+    programs (closed rows' programs return after one load). None: launch 1's value. Per (b, v) bucket:
+    :func:`_chain_knobs`.
+    """
+    np2, ch2, np3, ch3, loop_from, loop_warps = _chain_knobs(b, v, cfg)
+    c2 = launch_config(b, v, chunk=ch2 or cfg["CHUNK"], interp=interp, npiv=np2 or cfg["NP"])
+    c3 = launch_config(b, v, chunk=ch3 or cfg["CHUNK"], interp=interp, npiv=np3 or cfg["NP"])
+    if not use_p:
+        return [c3]
+    n = chain_passes([c2["NP"], c3["NP"]])
+    sched = [c2] + [c3] * (n - 1) + [c3]
+    if loop_from is not None and len(sched) - loop_from >= 2:
+        # one chunk per row (the whole row in one program), the passes looped inside: _chain_loop_kernel
+        cl = launch_config(b, v, chunk=triton.next_power_of_2(max(v, 1)), interp=interp, npiv=c3["NP"])
+        cl = {**cl, "LOOP": True, "num_warps": loop_warps or cl["num_warps"]}
+        sched = sched[:loop_from] + [cl] * (len(sched) - loop_from)
+    return sched
+
+
+def _chain_knobs(b: int, v: int, cfg: dict[str, int]) -> tuple:
+    """(NP2, CHUNK2, NP3, CHUNK3, LOOP_FROM, LOOP_WARPS) for a (b, v) batch: the module constants when one is
+    set (tests, benchmarks) or under FORCE_CHUNK, else the per-bucket values of :data:`CHAIN_BUCKETS` (the first
+    bucket whose max ``B * V`` holds; None entries: launch 1's value / no loop)."""
+    knobs = (CHAIN_NP2, CHAIN_CHUNK2, CHAIN_NP3, CHAIN_CHUNK3, CHAIN_LOOP_FROM, CHAIN_LOOP_WARPS)
+    if any(k is not None for k in knobs[:5]) or FORCE_CHUNK:
+        return knobs
+    for max_work, max_v, vals in CHAIN_BUCKETS:
+        if b * v <= max_work and v <= max_v:
+            return vals
+    return (None,) * 6
 
 
 # --- ahead-of-time compile cases (rocm_inductor.providers.triton._aot) -----------------------------------
