@@ -16,11 +16,13 @@ import torch
 
 from rocm_inductor.providers.triton import sampling as S
 
+DEV = "cuda" if torch.cuda.is_available() else "cpu"  # compiled on a GPU: the looping launch's barriers
 _G = torch.Generator().manual_seed(23)
 _X = torch.randn(8, 301, generator=_G) * 2.5
 _X[5] = 1.0  # all tied
 _X[6] = -float("inf")
 _X[7, 9] = float("nan")
+_X = _X.to(DEV)
 
 # (FORCE_CHUNK, CHAIN_NP2, CHAIN_CHUNK2, CHAIN_NP3, CHAIN_CHUNK3, CHAIN_LOOP_FROM)
 SCHEDULES = {
@@ -32,8 +34,8 @@ SCHEDULES = {
 
 
 def _draw(x, seed, temperature=1.0, top_p=1.0, min_p=0.0, p_rows=None, mp_rows=None):
-    seed_t = torch.tensor([seed], dtype=torch.int64)
-    return S.sample(x, seed_t, None, temperature, None, 0, p_rows, top_p, mp_rows, min_p, None, False, True)
+    seed_t = torch.tensor([seed], dtype=torch.int64, device=x.device)
+    return S.sample(x, seed_t, None, temperature, None, 0, p_rows, top_p, mp_rows, min_p, None, False, True).cpu()
 
 
 def _set(monkeypatch, sched):
@@ -48,7 +50,8 @@ def test_chain_schedules_draw_the_searchs_tokens(name, monkeypatch):
     _set(monkeypatch, SCHEDULES[name])
     b = 8 if name != "loop_all" else 3
     cases = [dict(temperature=2.0, top_p=0.15),
-             dict(temperature=1.4, p_rows=torch.linspace(0.0, 1.0, b), mp_rows=torch.linspace(0.0, 0.2, b))]
+             dict(temperature=1.4, p_rows=torch.linspace(0.0, 1.0, b, device=DEV),
+                  mp_rows=torch.linspace(0.0, 0.2, b, device=DEV))]
     for kw in cases:
         for x in (_X[:b], _X[:1]):
             kw1 = {k: (v[: x.shape[0]] if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}

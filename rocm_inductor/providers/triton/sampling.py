@@ -1597,40 +1597,52 @@ def _pick_rows(b: int, nchb: int) -> int:
 
 def _chain(args, kw, cfg, sched, gv2, gi2, msz, gsz, scalars, out) -> torch.Tensor:
     """Launches 2 .. len(sched) + 1 of the restricted-winner chain (:func:`_chain_kernel`, one per entry of
-    :func:`chain_schedule`: its search passes, then the last launch) after launch 1 (layout ``cfg``), then the
-    pick of the rows still open (when the last launch has more than one chunk)."""
+    :func:`chain_schedule`: its search passes, then the last launch; :func:`_chain_loop_kernel` for the looped
+    tail) after launch 1 (layout ``cfg``), then the pick of the rows still open (when the last launch has more
+    than one chunk)."""
     x, b, nch1 = args[0], args[-3], args[-1]
     cs = torch.empty(len(sched) + 2, 4, b, dtype=torch.int64, device=x.device)
     cargs = args[:6] + args[7:10] + (args[11], args[12], cs, gv2, gi2, out, b, args[-2])
-    ckw = {k: kw[k] for k in ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN", "ACC",
-                              "LANE")}
     t_val, _k, p_val, omp_val, minp_val = scalars
     # launch 2 cannot reject launch 1's winner without min-p and with one p > 0 (module docstring): no draw code
     draw2 = kw["USE_MINP"] or kw["P_ROWS"] or not p_val > 0.0
     nchz = sched[0]["NCH"]
-    prev_c = cfg
-    step, prev = 1, 0
-    for i, c in enumerate(sched):
+    step = 1
+    for kern, grid, n, c, ckw in _chain_launches(b, cfg, sched, kw, draw2):
         step += 1
-        last = i == len(sched) - 1
-        kern, extra = _chain_kernel, ()
-        if c.get("LOOP"):  # this launch and the rest as one launch (_chain_loop_kernel)
-            kern, extra = _chain_loop_kernel, (len(sched) - i,)
-        kern[(triton.cdiv(b, c["ROWS"]), c["NCH"])](
-            *cargs, c["NCH"], step, t_val, p_val, omp_val, minp_val, nch1, nchz, prev_c["NCH"], gsz, msz, *extra,
-            PREV=prev, CUR=3 if last else 2, DRAW=bool(last or prev == 2 or draw2), CHUNK=c["CHUNK"],
-            BLOCK=c["BLOCK"], ROWS=c["ROWS"], NP=c["NP"], NCHB=c["NCHB"], NCHB1=cfg["NCHB"],
-            NCHBZ=triton.next_power_of_2(nchz), NCHB_IN=prev_c["NCHB"], CB_IN=_chain_cb(c["ROWS"], prev_c),
-            NP_IN=prev_c["NP"], num_warps=c["num_warps"], **ckw)
-        prev, prev_c = 2, c
-        if c.get("LOOP"):
-            step += len(sched) - i - 1
-            break
-    if prev_c["NCH"] > 1:
-        frows = _pick_rows(b, prev_c["NCHB"])
+        extra = (n,) if n > 1 else ()
+        kern[grid](*cargs, c["NCH"], step, t_val, p_val, omp_val, minp_val, nch1, nchz, ckw.pop("_NCH_IN"), gsz,
+                   msz, *extra, **ckw)
+        step += n - 1
+    if sched[-1]["NCH"] > 1:
+        frows = _pick_rows(b, sched[-1]["NCHB"])
         par = step % 2
-        _pick_kernel[(triton.cdiv(b, frows),)](gv2[par], gi2[par], out, b, prev_c["NCH"], ROWS=frows,
-                                               NCHB=prev_c["NCHB"], OPEN=True, num_warps=4)
+        _pick_kernel[(triton.cdiv(b, frows),)](gv2[par], gi2[par], out, b, sched[-1]["NCH"], ROWS=frows,
+                                               NCHB=sched[-1]["NCHB"], OPEN=True, num_warps=4)
+    return out
+
+
+def _chain_launches(b: int, cfg: dict[str, int], sched: list[dict[str, int]], kw: dict[str, Any],
+                    draw2: bool) -> list[tuple]:
+    """The chain's launches for :func:`chain_schedule`'s ``sched``: (kernel, grid, launches covered, the
+    launch's shape, constexprs + num_warps + ``_NCH_IN``) each; ``kw`` holds the flags (T_ROWS .. LANE) of
+    launch 1, ``draw2`` whether launch 2 may reject launch 1's winner. Shared with :func:`_search_aot_cases`."""
+    flags = {k: kw[k] for k in ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN",
+                                "ACC", "LANE")}
+    out, prev, prev_c = [], 0, cfg
+    for i, c in enumerate(sched):
+        last = i == len(sched) - 1
+        loop = bool(c.get("LOOP"))
+        ckw = dict(flags, PREV=prev, CUR=3 if last else 2, DRAW=bool(last or prev == 2 or draw2),
+                   CHUNK=c["CHUNK"], BLOCK=c["BLOCK"], ROWS=c["ROWS"], NP=c["NP"], NCHB=c["NCHB"],
+                   NCHB1=cfg["NCHB"], NCHBZ=sched[0]["NCHB"], NCHB_IN=prev_c["NCHB"],
+                   CB_IN=_chain_cb(c["ROWS"], prev_c), NP_IN=prev_c["NP"], num_warps=c["num_warps"],
+                   _NCH_IN=prev_c["NCH"])
+        n = len(sched) - i if loop else 1
+        out.append((_chain_loop_kernel if loop else _chain_kernel, (triton.cdiv(b, c["ROWS"]), c["NCH"]), n, c, ckw))
+        prev, prev_c = 2, c
+        if loop:
+            break
     return out
 
 
@@ -1668,7 +1680,10 @@ def chain_schedule(b: int, v: int, cfg: dict[str, int], use_p: bool,
     programs (closed rows' programs return after one load). None: launch 1's value. Per (b, v) bucket:
     :func:`_chain_knobs`.
     """
-    np2, ch2, np3, ch3, loop_from, loop_warps = _chain_knobs(b, v, cfg)
+    from . import interpreting
+
+    interp = interpreting() if interp is None else interp
+    np2, ch2, np3, ch3, loop_from, loop_warps = _chain_knobs(b, v, interp)
     c2 = launch_config(b, v, chunk=ch2 or cfg["CHUNK"], interp=interp, npiv=np2 or cfg["NP"])
     c3 = launch_config(b, v, chunk=ch3 or cfg["CHUNK"], interp=interp, npiv=np3 or cfg["NP"])
     if not use_p:
@@ -1683,12 +1698,12 @@ def chain_schedule(b: int, v: int, cfg: dict[str, int], use_p: bool,
     return sched
 
 
-def _chain_knobs(b: int, v: int, cfg: dict[str, int]) -> tuple:
+def _chain_knobs(b: int, v: int, interp: bool) -> tuple:
     """(NP2, CHUNK2, NP3, CHUNK3, LOOP_FROM, LOOP_WARPS) for a (b, v) batch: the module constants when one is
-    set (tests, benchmarks) or under FORCE_CHUNK, else the per-bucket values of :data:`CHAIN_BUCKETS` (the first
-    bucket whose max ``B * V`` holds; None entries: launch 1's value / no loop)."""
+    set (tests, benchmarks), under FORCE_CHUNK or the interpreter, else on a GPU the per-bucket values of
+    :data:`CHAIN_BUCKETS` (the first bucket that holds (b, v); None entries: launch 1's value / no loop)."""
     knobs = (CHAIN_NP2, CHAIN_CHUNK2, CHAIN_NP3, CHAIN_CHUNK3, CHAIN_LOOP_FROM, CHAIN_LOOP_WARPS)
-    if any(k is not None for k in knobs[:5]) or FORCE_CHUNK:
+    if any(k is not None for k in knobs[:5]) or FORCE_CHUNK or interp:
         return knobs
     for max_work, max_v, vals in CHAIN_BUCKETS:
         if b * v <= max_work and v <= max_v:
@@ -1705,6 +1720,11 @@ AOT_SHAPES = ((1, 128256), (64, 128256))
 
 
 def _search_aot_cases() -> list[dict[str, Any]]:
+    """:func:`_search_aot_cases_at` at :data:`AOT_SHAPES`."""
+    return _search_aot_cases_at(AOT_SHAPES)
+
+
+def _search_aot_cases_at(shapes) -> list[dict[str, Any]]:
     """The GPU launch shapes of :func:`_sample` for float32 logits with scalar top-k and top-p on.
 
     Launches of one call: maxima (PREV=0, CUR=0), top-k passes (1, 1), top-p passes (1, 2) / (2, 2), the draw
@@ -1720,7 +1740,7 @@ def _search_aot_cases() -> list[dict[str, Any]]:
     flags = ("T_ROWS", "K_ROWS", "P_ROWS", "MINP_ROWS", "USE_K", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN",
              "TOP_K_FIRST", "PREV", "CUR", "CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB", "WIN", "ACC", "LANE")
     cases = []
-    for b, v in AOT_SHAPES:
+    for b, v in shapes:
         cfg = launch_config(b, v, interp=False)
         base = dict(T_ROWS=False, K_ROWS=False, P_ROWS=False, MINP_ROWS=False, USE_K=True, USE_P=True,
                     USE_MINP=False, IS_PROBS=False, HAS_BAN=False, TOP_K_FIRST=True, WIN=False, ACC=cfg["ACC"],
@@ -1745,29 +1765,63 @@ def _search_aot_cases() -> list[dict[str, Any]]:
                       "signature": {**ptr, **{k: "constexpr" for k in flags}},
                       "constexprs": {**base, "USE_K": False, "WIN": True, "PREV": 0, "CUR": 0},
                       "num_warps": cfg["num_warps"]})
-        csig = {k: ptr[k] for k in ("X", "stride_x", "BAN", "stride_ban", "SEED", "T_PTR", "P_PTR", "MINP_PTR",
-                                    "PMAX", "MASS", "ZP")}
-        csig.update({"CS": "*i64", "GV": "*fp32", "GI": "*i64", "OUT": "*i64", "B": "i32", "V": "i32",
-                     "NCH": "i32", "step": "i32", "t_val": "fp32", "p_val": "fp32", "omp_val": "fp32",
-                     "minp_val": "fp32"})
-        cflags = ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN", "PREV", "CUR",
-                  "CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB", "ACC", "LANE", "DRAW")
-        csig.update({k: "constexpr" for k in cflags})
-        cbase = {k: base[k] for k in cflags if k in base}
-        for prev, cur, use_p, use_minp in ((0, 2, True, False), (2, 2, True, False), (2, 3, True, False),
-                                           (0, 3, False, True)):
-            cases.append({"name": f"sample chain PREV={prev} CUR={cur} top-p={use_p} min-p={use_minp} B={b} V={v}",
-                          "fn": _chain_kernel, "signature": csig,
-                          "constexprs": {**cbase, "USE_P": use_p, "USE_MINP": use_minp, "PREV": prev, "CUR": cur,
-                                         "DRAW": prev == 2 or cur == 3},
-                          "num_warps": cfg["num_warps"]})
+        cases += _chain_aot_cases(b, v, cfg, base, ptr)
         if cfg["NCH"] > 1:
             frows = _pick_rows(b, cfg["NCHB"])
-            for open_ in (False, True):
+            for open_ in (False,):  # OPEN=True: the chain's last layout (_chain_aot_cases)
                 cases.append({"name": f"sample pick OPEN={open_} B={b} V={v}", "fn": _pick_kernel,
                               "signature": {"GV": "*fp32", "GI": "*i64", "OUT": "*i64", "B": "i32", "NCH": "i32",
                                             "ROWS": "constexpr", "NCHB": "constexpr", "OPEN": "constexpr"},
                               "constexprs": {"ROWS": frows, "NCHB": cfg["NCHB"], "OPEN": open_}, "num_warps": 4})
+    return cases
+
+
+#: Extra (B, V) shapes whose chain launches (chain_schedule) are compiled ahead of time: the top-p-alone
+#: benchmark's small vocabulary (issue 14).
+CHAIN_AOT_SHAPES = ((64, 32000), (32, 151936))
+
+
+def _chain_aot_cases(b: int, v: int, cfg: dict[str, Any], base: dict[str, Any], ptr: dict[str, str]) -> list[dict]:
+    """The chain's distinct launches (:func:`_chain_launches`) for top-p 0.9 alone and min-p alone at (b, v):
+    ``_chain_kernel`` / ``_chain_loop_kernel`` at the shapes :func:`chain_schedule` picks on a GPU, and the pick
+    of the last launch's partials."""
+    csig = {k: ptr[k] for k in ("X", "stride_x", "BAN", "stride_ban", "SEED", "T_PTR", "P_PTR", "MINP_PTR",
+                                "PMAX", "MASS", "ZP")}
+    csig.update({"CS": "*i64", "GV": "*fp32", "GI": "*i64", "OUT": "*i64", "B": "i32", "V": "i32",
+                 "NCH": "i32", "step": "i32", "t_val": "fp32", "p_val": "fp32", "omp_val": "fp32",
+                 "minp_val": "fp32", "NCH1": "i32", "NCHZ": "i32", "NCH_IN": "i32", "GSZ": "i32", "MSZ": "i32"})
+    cases, seen = [], set()
+    for use_p, use_minp in ((True, False), (False, True)):
+        kw = {**base, "USE_P": use_p, "USE_MINP": use_minp}
+        sched = chain_schedule(b, v, cfg, use_p, interp=False)
+        for kern, _grid, n, c, ckw in _chain_launches(b, cfg, sched, kw, draw2=use_minp):
+            ckw = {k: val for k, val in ckw.items() if k not in ("_NCH_IN", "num_warps")}
+            key = (kern.fn.__name__ if hasattr(kern, "fn") else str(kern), tuple(sorted(ckw.items())))
+            if key in seen:
+                continue
+            seen.add(key)
+            sig = {**csig, **({"N_LOOP": "i32"} if n > 1 else {}), **{k: "constexpr" for k in ckw}}
+            loop = " loop" if n > 1 else ""
+            cases.append({"name": f"sample chain{loop} PREV={ckw['PREV']} CUR={ckw['CUR']} top-p={use_p} "
+                                  f"min-p={use_minp} NP={c['NP']} CHUNK={c['CHUNK']} B={b} V={v}",
+                          "fn": kern, "signature": sig, "constexprs": ckw, "num_warps": c["num_warps"]})
+        if sched[-1]["NCH"] > 1 and ("pick", sched[-1]["NCHB"]) not in seen:
+            seen.add(("pick", sched[-1]["NCHB"]))
+            frows = _pick_rows(b, sched[-1]["NCHB"])
+            cases.append({"name": f"sample pick OPEN=True top-p={use_p} B={b} V={v}", "fn": _pick_kernel,
+                          "signature": {"GV": "*fp32", "GI": "*i64", "OUT": "*i64", "B": "i32", "NCH": "i32",
+                                        "ROWS": "constexpr", "NCHB": "constexpr", "OPEN": "constexpr"},
+                          "constexprs": {"ROWS": frows, "NCHB": sched[-1]["NCHB"], "OPEN": True}, "num_warps": 4})
+    return cases
+
+
+def _extra_chain_aot_cases() -> list[dict[str, Any]]:
+    """:func:`_chain_aot_cases` (and launch 1 with the winner) at :data:`CHAIN_AOT_SHAPES`."""
+    cases = []
+    for b, v in CHAIN_AOT_SHAPES:
+        full = [c for c in _search_aot_cases_at(((b, v),)) if "top-p-only" in c["name"] or "chain" in c["name"]
+                or "pick OPEN=True" in c["name"]]
+        cases += full
     return cases
 
 
@@ -1810,4 +1864,4 @@ def aot_cases() -> list[dict[str, Any]]:
                           # gfx942/gfx950 7-13 SGPRs spilled. triton 3.6 (the H200's, timed): sm_90 0-8 B;
                           # gfx942 22-25 VGPRs at 16 warps (the pivot-search tail of before: 13), 16-30 SGPRs at 8.
                           "known_spill": "sm_90 stack <= 16 B / gfx SGPR spills in the register-resident top-k draw"})
-    return cases + _search_aot_cases()
+    return cases + _search_aot_cases() + _extra_chain_aot_cases()
