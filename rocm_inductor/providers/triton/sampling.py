@@ -196,8 +196,16 @@ FAST_TOPK = True
 #: No top-k (top-p and/or min-p): launch 1 draws the whole-row Gumbel winner, kept rows skip the rest
 #: (``_step_kernel``'s ``WIN``). Tests turn this off to compare with the plain search.
 WINNER = True
-#: Lane accumulators for launch 1's max and the draws' argmax (``LANE``; same tokens). Not timed yet: off.
-LANE_ARGMAX = False
+#: Lane accumulators for launch 1's max and the draws' argmax (``LANE``; same tokens): True / False everywhere,
+#: None: on where ``B * V >= LANE_WORK`` (:func:`lane_argmax`). H200 2026-12-01 15:30 UTC (session topp3, torch
+#: 2.11, triton 3.6, top-p 0.9 alone, op in a CUDA graph, one process, benchmarks/results/sampling_topp_session4.csv),
+#: off -> on, us: V=128256 B=32 87.8 -> 83.9, B=64 131.4 -> 122.8; V=151936 B=32 98.7 -> 94.0, B=64 172.8 ->
+#: 160.4; V=32000 B=64 71.2 -> 69.0; min-p 0.1 alone V=128256 B=64 77.0 -> 72.3. Slower below: B=1 +1-4%,
+#: V=32000 B=8 / 32 31.5 -> 33.1 / 56.9 -> 58.2, V=128256 B=8 45.5 -> 46.9 (V=151936 B=8 47.9 -> 46.6 left off).
+LANE_ARGMAX: bool | None = None
+#: ``B * V`` from which :data:`LANE_ARGMAX` None turns the lane accumulators on (V=32000 B=64 is 2.048e6, the
+#: smallest measured win; V=151936 B=8, 1.2e6, the largest measured loss-or-tie below it).
+LANE_WORK = 2_000_000
 #: Restricted-winner chain (issue 14, session topp3; :func:`chain_schedule`): pivots / chunk width of launch 2
 #: (every row open) and of launches >= 3 (few rows open). Set (tests, benchmarks): used for every (b, v); None:
 #: the per-bucket values of CHAIN_BUCKETS.
@@ -224,6 +232,12 @@ def check(spec: dict[str, Any]) -> str | None:
     if spec.get("dtype") not in INPUT_DTYPES:
         return f"triton sampler takes float16/bfloat16/float32 scores, got {spec.get('dtype')}"
     return None
+
+
+def lane_argmax(b: int, v: int) -> bool:
+    """Whether the general path's launches use per-lane max / argmax accumulators (``LANE``) for a (b, v)
+    batch: :data:`LANE_ARGMAX` when set, else ``b * v >= LANE_WORK`` (measured there, see LANE_ARGMAX)."""
+    return bool(LANE_ARGMAX) if LANE_ARGMAX is not None else b * v >= LANE_WORK
 
 
 def search_passes(npiv: int) -> int:
@@ -1562,7 +1576,8 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     kw = dict(T_ROWS=ts is not None, K_ROWS=ks is not None, P_ROWS=ps is not None, MINP_ROWS=mps is not None,
               USE_K=use_k, USE_P=use_p, USE_MINP=use_minp, IS_PROBS=is_probs, HAS_BAN=ban_t is not None,
               TOP_K_FIRST=top_k_first, CHUNK=cfg["CHUNK"], BLOCK=cfg["BLOCK"], ROWS=rows, NP=npiv,
-              NCHB=cfg["NCHB"], CB=cfg["CB"], WIN=win, ACC=cfg["ACC"], LANE=LANE_ARGMAX, num_warps=cfg["num_warps"])
+              NCHB=cfg["NCHB"], CB=cfg["CB"], WIN=win, ACC=cfg["ACC"], LANE=lane_argmax(b, v),
+              num_warps=cfg["num_warps"])
 
     def launch(step: int, prev: int, cur: int) -> None:
         _step_kernel[grid](*args, step, *scalars, PREV=prev, CUR=cur, **kw)
@@ -1744,7 +1759,7 @@ def _search_aot_cases_at(shapes) -> list[dict[str, Any]]:
         cfg = launch_config(b, v, interp=False)
         base = dict(T_ROWS=False, K_ROWS=False, P_ROWS=False, MINP_ROWS=False, USE_K=True, USE_P=True,
                     USE_MINP=False, IS_PROBS=False, HAS_BAN=False, TOP_K_FIRST=True, WIN=False, ACC=cfg["ACC"],
-                    LANE=LANE_ARGMAX,
+                    LANE=lane_argmax(b, v),
                     **{k: cfg[k] for k in ("CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB")})
         spill = "B=64 top-p pass of the general path spills with triton 3.6 (issue 16)"
         for prev, cur in ((0, 0), (1, 1), (1, 2), (2, 2), (2, 3)):
