@@ -55,6 +55,17 @@ more, so most rows close by launch 3-5; programs whose rows are all closed retur
 Same tokens as the plain search (tests/test_sampling_winner.py, tests/test_sampling_chain.py); min-p alone is
 launch 1 + one chain launch.
 
+Chain schedules (session topp3, :func:`chain_schedule`): each chain launch may take its own chunk width and
+pivot count (launch 2, where every row is open, vs launches >= 3, where ~10% are), the partial buffers laid
+out per launch ([parity][B, NCH, NP] with the writer's NCH/NP; each launch reduces the previous launch's
+layout), and the launches from ``CHAIN_LOOP_FROM`` on may run as one launch with one program per row
+(:func:`_chain_loop_kernel`, passes looped behind ``tl.debug_barrier``). With a candidate pivot a pass keeps
+``NP - 1`` even pivots, so every pass shrinks the interval to ``ceil(d / NP)`` (:func:`chain_passes`; the
+former "replace the last pivot" could leave ``2d / (NP + 1)``). Measured once (H200, RESULTS.md "session
+topp3"): 1024-column chunks in launches >= 3 lose 18-28% at V >= 128256, B >= 32 and raised an illegal
+memory access at V=151936 B=32 in a CUDA graph (not reproduced or explained yet); the other schedules are
+untimed, so :data:`CHAIN_BUCKETS` is empty (every launch takes launch 1's shape, as before).
+
 The search passes' compare tiles are (ROWS, NP, BLOCK), pivots on the slow axis (no lane repeats a column's
 load / exp / key); large work accumulates them over the chunk and reduces once (:data:`ACC_TILE`).
 
