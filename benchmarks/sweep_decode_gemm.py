@@ -5,7 +5,8 @@ Shapes: Llama-3.2-1B and Qwen3-0.6B q/k/v, gate/up (merges; K = hidden) and the 
 lm_head (K = hidden), o_proj (K = heads x head_dim, N = hidden) and down_proj (K = intermediate, N = hidden),
 bf16, M in ``--buckets`` (default 1,2,4,8,16,32), in the priority order ``--order`` (M = 1 and 8 first) until
 ``--budget-s`` is spent; or exactly the ``--jobs`` list (``model/group/M,...``, in that order). ``--short``
-times ``short_configs`` (4-7 per shape) instead of every ``sweep_configs`` entry.
+times ``short_configs`` (4-7 per shape) instead of every ``sweep_configs`` entry; the ``--table``'s current
+config for a shape is timed again with them (a re-sweep never records a config slower than one it had).
 Timing as ``bench_decode_gemm.py``'s per-layer part: us per call from CUDA-graph
 replays (CUDA events) with the weights rotated over copies > 2x L2, so every call streams them from HBM;
 separate cuBLAS (``F.linear`` per weight), one cuBLAS GEMM on concatenated weights (multi-GEMM groups) and the
@@ -108,6 +109,13 @@ def main(argv=None) -> int:
     models = [m for m in args.models.split(",") if m]
     groups = [g for g in args.groups.split(",") if g]
     sweep, layer, entries, skipped = [], [], [], []
+    old_entries = []
+    if args.table:
+        try:
+            with open(args.table) as f:
+                old_entries = json.load(f).get("entries", [])
+        except (OSError, ValueError):
+            pass
     if args.jobs:
         jobs = [(j.split("/")[0], j.split("/")[1], int(j.split("/")[2])) for j in args.jobs.split(",") if j]
     else:  # the first model's shapes first (the step benchmark's), M in priority order
@@ -130,6 +138,11 @@ def main(argv=None) -> int:
             cat = round(_time_rotating([lambda c=c, x=x: F.linear(x, c) for c in cats], cuda), 2)
             del cats
         cfgs = (tg.short_configs if args.short else tg.sweep_configs)(m, ns, hidden, dtype, sms, warp)
+        for e in old_entries:  # re-timed: the table's current pick for this shape competes again
+            if (e.get("device"), e.get("m"), e.get("k"), tuple(e.get("ns", ())), e.get("dtype")) == (
+                    dname, m, hidden, tuple(ns), str(dtype).replace("torch.", "")):
+                prev = tg.Config(**e["config"])
+                cfgs += [prev] if prev not in cfgs else []
         if args.tiny:
             cfgs = cfgs[:2] + [c for c in cfgs if c.late][:1] + [c for c in cfgs if c.full][:1]
         best, best_us = None, float("inf")

@@ -647,10 +647,10 @@ def deep_dot_configs(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sm
 
 def short_configs(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int, warp: int) -> list[Config]:
     """A short sweep list (``sweep_decode_gemm.py --short``: compiles dominate a device call), 4-7 configs,
-    the kinds that won session 3's sweeps (``decode_gemm_layer.md``): the default; at M <= 8 (16-bit) the
+    the kinds that won session 3's sweeps (``decode_gemm_layer.md``): the default; below M = 8 (16-bit) the
     full-K GEMV tiles with ``evict_first`` at 32 and 64 weight elements per thread, 4 and 8 warps, each at
     its smallest SM-filling K split (none when the columns fill the SMs), i.e. the M = 1 winners' family
-    (below M = 8 only: at M = 8 it lost, Qwen3 q/k/v 10.4 vs 5.95 us); from M = 8 the deep-pipeline dot
+    (not at M = 8: it lost there, Qwen3 q/k/v 10.4 vs 5.95 us); from M = 8 the deep-pipeline dot
     tiles (:func:`deep_dot_configs`, 5 stages only) and the 8-warp BLOCK_N 64
     dot tile without a split (Llama gate/up's M = 8 winner)."""
     out = [default_config(m, ns, k, dtype, sms, warp)]
