@@ -219,7 +219,9 @@ def step_run(config, model, cfg, args, batch, cuda, dev) -> dict:
 def _rewrites(report) -> str:
     counts: dict[str, int] = {}
     for m in report.matches:
-        key = f"{m.op}[{m.provider}]" + (f" {m.note.split(',')[0]}" if m.op == "merged_gemm" else "")
+        parts = m.note.split(",")  # "3 GEMMs merged, N ..." / "single GEMM, N 2048, ..." (N tells which one)
+        key = f"{m.op}[{m.provider}]" + (f" {parts[0]}" + (f"{parts[1]}" if parts[0] == "single GEMM" else "")
+                                         if m.op == "merged_gemm" else "")
         counts[key] = counts.get(key, 0) + 1
     misses = len(report.near_misses)
     return (" ".join(f"{k} x{n}" for k, n in sorted(counts.items())) or "none") + (

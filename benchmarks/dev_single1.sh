@@ -19,7 +19,7 @@ grep "^\[" $OUT/sweep.log | tail -30
 echo "=== read floor $(date +%T)"
 timeout 30 python3 benchmarks/bench_read_floor.py --out $OUT/floor > $OUT/floor.log 2>&1
 echo "floor rc=$? at $(el) s"; grep -E "^(qkv|gate)" $OUT/floor.log
-LEFT=$(( 572 - $(el) )); LB=$(( LEFT * 62 / 100 ))
+LEFT=$(( 572 - $(el) )); LB=$(( LEFT * 58 / 100 ))
 echo "=== llama step $(date +%T), $LEFT s left, llama budget $LB s"
 timeout $(( LB + 12 )) python3 benchmarks/bench_decode_gemm.py --out $OUT/step_llama --no-layer --models llama \
   --buckets 1,8,32 --configs inductor,rocm_fused,inductor_freezing --budget-s $LB > $OUT/step_llama.log 2>&1
