@@ -73,6 +73,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--configs", default="inductor,rocm_fused,inductor_freezing", help=f"of {list(CONFIGS)}")
     p.add_argument("--no-layer", action="store_true", help="skip the per-layer table")
     p.add_argument("--no-step", action="store_true", help="skip the whole decode step")
+    p.add_argument("--freezing-last", action="store_true",
+                   help="every freezing run after every other run (default: the first bucket's right after it)")
     cli.add_step_args(p, reps=20, rounds=5, budget_s=225.0)
     p.add_argument("--max-cache-len", type=int, default=1024)
     p.add_argument("--out", default="benchmarks/results")
@@ -217,7 +219,9 @@ def step_run(config, model, cfg, args, batch, cuda, dev) -> dict:
 def _rewrites(report) -> str:
     counts: dict[str, int] = {}
     for m in report.matches:
-        key = f"{m.op}[{m.provider}]" + (f" {m.note.split(',')[0]}" if m.op == "merged_gemm" else "")
+        parts = m.note.split(",")  # "3 GEMMs merged, N ..." / "single GEMM, N 2048, ..." (N tells which one)
+        key = f"{m.op}[{m.provider}]" + (f" {parts[0]}" + (f"{parts[1]}" if parts[0] == "single GEMM" else "")
+                                         if m.op == "merged_gemm" else "")
         counts[key] = counts.get(key, 0) + 1
     misses = len(report.near_misses)
     return (" ".join(f"{k} x{n}" for k, n in sorted(counts.items())) or "none") + (
@@ -233,7 +237,8 @@ def first_guess_s(layers: int, config: str) -> float:
 
 
 def plan(args) -> list[tuple[str, int, str]]:
-    """(model, batch, config) in priority order: B=1 of every model first; freezing after the others."""
+    """(model, batch, config) in priority order: the first bucket (B=1) of every model first, its freezing runs
+    with it, the other buckets' freezing runs after the rest (``--freezing-last``: every freezing run last)."""
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     unknown = sorted(set(configs) - set(CONFIGS))
     if unknown:
@@ -244,9 +249,9 @@ def plan(args) -> list[tuple[str, int, str]]:
     for b in buckets:
         for m in models:
             runs += [(m, b, c) for c in CONFIGS if c in configs and c not in FREEZING]
-            if b == buckets[0]:
+            if b == buckets[0] and not getattr(args, "freezing_last", False):
                 runs += [(m, b, c) for c in FREEZING if c in configs]
-    for b in buckets[1:]:
+    for b in (buckets if getattr(args, "freezing_last", False) else buckets[1:]):
         runs += [(m, b, c) for m in models for c in FREEZING if c in configs]
     return runs
 

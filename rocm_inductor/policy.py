@@ -116,6 +116,18 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     #   B = 1. Only merges the measured table (providers/triton/gemm_merge_tuned.json) says win are taken
     #   (Llama: q/k/v at every M, gate/up at M = 1 and 8); on a GPU with table entries, unmeasured shapes are
     #   refused ("not measured", a near-miss) unless ROCM_FUSED_GEMM_UNMEASURED=1.
+    #   Session 4 (H200, 2026-12-01 15:33 UTC, benchmarks/results/decode_gemm.csv, decode_gemm_layer.md): single
+    #   GEMMs are taken only where the table has ours > 3% faster than cuBLAS (measured_single; unmeasured: silent).
+    #   Taken: M=1 Llama o_proj 4.27 vs 6.57 us, down_proj 10.45 vs 14.58, lm_head 120.26 vs 129.02; Qwen3
+    #   o_proj 3.16 vs 12.84, down_proj 3.83 vs 7.42, lm_head 72.96 vs 80.97; M=8 Qwen3 o_proj 5.66 vs 6.02,
+    #   down_proj 6.29 vs 7.75; M=32 Qwen3 down_proj 7.34 vs 8.08. Refused (near-misses with the numbers): M=8
+    #   Llama o_proj 6.98 vs 6.38, down_proj 15.79 vs 14.76, lm_head 131.69 vs 132.62 (< 3%), Qwen3 lm_head
+    #   84.81 vs 82.88; M=32 Llama o_proj 7.10 vs 6.58, down_proj 15.16 vs 15.02, lm_head 145.44 vs 138.30, Qwen3
+    #   o_proj 6.60 vs 5.95, lm_head 88.18 vs 87.05. Llama gate/up at M=32 re-swept: 22.03 vs 24.36 (now taken),
+    #   q/k/v 8.64 vs 18.42. Step, only gemm_merge on: Llama 1.373x / 1.090x / 1.057x Inductor at B = 1 / 8 / 32
+    #   (1151.9 vs 1581.1, 1949.5 vs 2125.4, 3800.9 vs 4015.7 us; Inductor freezing 1521.8 / 2052.1 / 3936.3),
+    #   Qwen3 1.105x / 1.032x at B = 8 / 32 (2787.9 vs 3079.6, 6382.8 vs 6588.5); Qwen3 B=1 with singles and
+    #   Qwen3 freezing not run (budget).
     # gemm_merge, rocm: OFF: verified on CPU stand-ins and gfx942/gfx950 AOT compiles only.
     "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False, "attention": False,
              "all_reduce_norm": False, "gemm_merge": False},

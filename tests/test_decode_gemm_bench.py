@@ -41,3 +41,14 @@ def test_plan_puts_batch_one_first_and_freezing_last():
         ("llama", 8, "inductor_freezing"), ("qwen3", 8, "inductor_freezing")]
     with pytest.raises(SystemExit):
         bench.plan(bench.parse_args(["--configs", "inductr"]))
+
+
+def test_read_floor_tiny_cpu(tmp_path):
+    """benchmarks/bench_read_floor.py on CPU (interpreter): the pure-load kernel's per-program sums add up to
+    the buffer's int64 sum (checked inside), every method has a row."""
+    bench = load_bench("bench_read_floor.py")
+    assert bench.main(["--device", "cpu", "--tiny", "--out", str(tmp_path)]) == 0
+    with open(tmp_path / "decode_gemm_read_floor.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["method"] for r in rows} == {"floor (copy bandwidth)", "triton", "torch_sum", "half_copy"}
+    assert all(float(r["us"]) > 0 for r in rows)

@@ -2,7 +2,9 @@
 and a gpt-fast style decoder, compiled with backend="rocm_fused" on CPU.
 
 Per layer q/k/v (3 GEMMs) and gate/up (2) become one ``merged_gemm`` each; o_proj, down_proj and lm_head stay
-(one GEMM of their activation). gpt-fast's ``wqkv`` is already one GEMM: unchanged; its ``w1``/``w3`` merge.
+(single GEMMs of their activation, unmeasured on CPU: see test_gemm_merge_single.py for measured ones). gpt-fast's
+``wqkv`` is already one GEMM: unchanged (no table entry for it: a provider choice, never a merge); its ``w1``/``w3``
+merge.
 Logits within tolerance of eager. Qwen3's per-head q/k RMSNorm after the projections reads the merged outputs.
 """
 

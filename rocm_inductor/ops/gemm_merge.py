@@ -13,7 +13,12 @@ Compile-time spec keys read by providers' ``check`` (built by :func:`merged_gemm
     dtype (x's), weight_dtypes, bias_dtypes (None for no bias), m (int, or None if symbolic),
     m_upper (int: static value or the ShapeEnv's upper bound; None = unbounded), k (int or None),
     ns (tuple of int or None), weight_k_contiguous (tuple of bool: stride 1 along K, statically),
-    count (number of GEMMs).
+    count (number of GEMMs; 1 = a single GEMM the pass offers only for a measured speed-up over cuBLAS).
+
+A single GEMM (``count == 1``) is a speed decision, not a merge: a provider takes it only where its own
+measurements say it beats cuBLAS for that shape, and refuses it with a reason starting with
+:data:`SINGLE_SLOWER` (measured, cuBLAS won: the pass reports a near-miss with the numbers) or
+:data:`SINGLE_UNMEASURED` (no measurement: the pass stays silent, so unmeasured projections add no noise).
 """
 
 from __future__ import annotations
@@ -29,6 +34,10 @@ from ..providers import get_provider
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 #: Most GEMMs one op call takes (q/k/v is 3, gate/up 2; the pass splits larger groups into balanced chunks).
 MAX_WEIGHTS = 4
+#: Reason prefix of a provider refusing a single GEMM that it measured and cuBLAS won (reported).
+SINGLE_SLOWER = "single GEMM measured no faster than cuBLAS"
+#: Reason prefix of a provider refusing a single GEMM it has no measurement for (not reported).
+SINGLE_UNMEASURED = "single GEMM not measured"
 
 
 def _validate(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor | None]) -> None:

@@ -27,7 +27,13 @@ A GEMM whose activation, weight or bias is the output of a GEMM merged before it
 Inputs computed late (a weight cast or built inside each ``Linear.forward``: ``self.weight.to(x.dtype)``,
 autocast, a LoRA-merged ``w + a @ b``, placed after the previous projection's output is already used) are
 moved before that first use when they read no member's output (:func:`_hoist`); otherwise: near-miss.
-Left alone silently: a single GEMM of its activation (gpt-fast's already fused ``wqkv``: nothing to merge),
+A single GEMM of its activation in a decode bucket (o_proj, down_proj, lm_head, gpt-fast's fused ``wqkv``)
+is offered to the providers as a one-weight ``merged_gemm`` (a provider choice, not a merge): the Triton
+provider takes it only where its measured table has that (M bucket, K, N, dtype, GPU) and ours beat cuBLAS
+(``providers/triton/gemm_merge.py: measured_single``); the reference provider never does. Reported as a match
+("single GEMM, N ..., bucket M=..."), or as a near-miss with the numbers where the table measured cuBLAS
+faster; an unmeasured single stays silent (and with Inductor), on CPU / the interpreter too.
+Left alone silently: an unmeasured single GEMM (gpt-fast's already fused ``wqkv`` on every table so far),
 ``bmm``/``baddbmm`` (attention), scaled/int8 GEMMs, training graphs' GEMMs whose inputs are also saved
 (merging them is still exact, but the pass targets inference and does not look at them differently).
 
@@ -53,7 +59,7 @@ import torch
 from torch.fx import Graph, Node
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from ..ops.gemm_merge import DTYPES, MAX_WEIGHTS, merged_gemm_spec
+from ..ops.gemm_merge import DTYPES, MAX_WEIGHTS, SINGLE_SLOWER, merged_gemm_spec
 from ..report import Match as MatchRecord
 from ..report import NearMiss, dtype_name, location_of
 from .canonicalize import fake_eval
@@ -71,6 +77,7 @@ VIEWS = RESHAPES | frozenset({
     aten.clone.default, aten.alias.default,
     aten.expand.default, aten.squeeze.dim, aten.unsqueeze.default, aten.narrow.default})
 WHAT = "GEMMs of one activation"
+WHAT_SINGLE = "a single small-M GEMM"
 
 
 def _val(n: Any) -> Any:
@@ -253,8 +260,11 @@ class GemmMergePass:
                 if not d.aten_only:
                     why = _not_a_bucket(d)
                 ctx.near_miss(g.node.name, NearMiss(self.name, WHAT, why, location_of(g.node)))
-        for gemms in groups.values():
+        singles = []
+        for key, gemms in groups.items():
             if len(gemms) < 2:
+                if key not in refused:  # alone of its activation (no GEMM of it the op cannot express either)
+                    singles.append(gemms[0])
                 continue
             act = _val(gemms[0].act)
             where = location_of(gemms[0].node)
@@ -281,6 +291,20 @@ class GemmMergePass:
             for chunk in _chunks(same, MAX_WEIGHTS):
                 if len(chunk) >= 2:
                     self._merge(graph, ctx, chunk, order, d)
+        for g in singles:
+            self._single(graph, ctx, g, order)
+
+    def _single(self, graph: Graph, ctx: PassContext, g: _Gemm, order: dict) -> None:
+        """A lone GEMM of its activation in a decode bucket, offered to the providers as a one-weight
+        ``merged_gemm``: taken only where a provider's measurements say it beats cuBLAS (the Triton provider's
+        table: ``measured_single``); a refusal is reported only when it was measured (cuBLAS won), so
+        unmeasured projections stay silent. Outside a bucket or of another dtype: silent too."""
+        from ..lowerings.gemm_buckets import decide
+
+        act = _val(g.act)
+        d = decide("mm", act.shape[0], ctx.options.aten_gemm_max_m, _var_ranges(act))
+        if d.aten_only and act.dtype in DTYPES and all(t in (None, act.dtype) for t in g.dtypes()):
+            self._merge(graph, ctx, [g], order, d, single=True)
 
     def _report_other_views(self, groups, by_root, ctx) -> None:
         """Near-miss: GEMMs whose activations are different views/slices of one tensor."""
@@ -301,7 +325,8 @@ class GemmMergePass:
                            f"GEMMs of it (activation shape {tuple(act.shape)}): not the same (M, K) activation")
                 ctx.near_miss(g.node.name, NearMiss(self.name, WHAT, why, location_of(g.node)), overwrite=False)
 
-    def _merge(self, graph: Graph, ctx: PassContext, gemms: list[_Gemm], order: dict, decision: Any) -> None:
+    def _merge(self, graph: Graph, ctx: PassContext, gemms: list[_Gemm], order: dict, decision: Any,
+               single: bool = False) -> None:
         # Re-read each GEMM from its (still live) node: an earlier merge may have replaced its activation,
         # weight or bias (the output of a GEMM merged before, now a getitem) and erased the node it read.
         gemms = [_Gemm(g.node) for g in gemms]
@@ -312,7 +337,9 @@ class GemmMergePass:
         users = [u for g in gemms for u in g.node.users]
         lo = max((order.get(n, -1) for n in inputs if isinstance(n, Node)), default=-1)
         hi = min((order.get(u, 1 << 60) for u in users), default=1 << 60)
-        if lo >= hi and not _hoist(inputs, gemms, hi, order):
+        if lo >= hi and (single or not _hoist(inputs, gemms, hi, order)):
+            if single:  # cannot happen for one mm node (its inputs precede it, its users follow it)
+                return
             outs = {g.node for g in gemms}
             floor = min(order[g.node] for g in gemms)
             late = [g for g in gemms if _reads(g, outs, floor, order)]
@@ -335,6 +362,11 @@ class GemmMergePass:
         choice = ctx.choose("merged_gemm", spec)
         ns = "/".join(str(w.shape[0]) for w in weights_val)  # symbolic N as its expression, not None
         if choice.provider is None:
+            if single:  # reported only where the table measured it and cuBLAS won
+                if SINGLE_SLOWER in choice.why_not:
+                    ctx.near_miss(anchor, NearMiss(self.name, WHAT_SINGLE, f"K={_val(x).shape[1]} N {ns}: "
+                                                   f"{choice.why_not}", where))
+                return
             ctx.near_miss(anchor, NearMiss(self.name, WHAT, f"{len(gemms)} GEMMs (N {ns}): {choice.why_not}",
                                            where))
             return
@@ -373,7 +405,7 @@ class GemmMergePass:
         shape = f"{decision.m}x{_val(x).shape[1]}->{ns}"
         ctx.matched(anchor, MatchRecord(
             self.name, "merged_gemm", choice.provider, shape, dtype_name(_val(x)), where,
-            note=f"{len(gemms)} GEMMs merged, N {ns}, bucket {m}"
+            note=("single GEMM" if single else f"{len(gemms)} GEMMs merged") + f", N {ns}, bucket {m}"
                  + (f", bias {sum(g.bias is not None for g in gemms)}/{len(gemms)}"
                     if any(g.bias is not None for g in gemms) else "")
                  + (f"; {choice.why_not}" if choice.reasons else "")))

@@ -185,6 +185,16 @@ class ReferenceProvider(Provider):
     ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample",
                      "decode_attention", "all_reduce_add_rms_norm", "merged_gemm"})
 
+    def check(self, op, spec):
+        """Every op, except a single GEMM (``merged_gemm`` with one weight): that is a speed choice over
+        cuBLAS, and the reference (which calls ATen's GEMM) has nothing measured to offer."""
+        reason = super().check(op, spec)
+        if reason is None and op == "merged_gemm" and spec.get("count") == 1:
+            from ..ops.gemm_merge import SINGLE_UNMEASURED
+
+            return f"{SINGLE_UNMEASURED}: the reference is ATen's own GEMM"
+        return reason
+
     def merged_gemm(self, x, weights, biases):
         """See :func:`merged_gemm_ref`."""
         return merged_gemm_ref(x, weights, biases)

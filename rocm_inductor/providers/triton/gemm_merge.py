@@ -369,6 +369,44 @@ def measured_loss(spec: dict[str, Any], device: str | None = None) -> str | None
     return None
 
 
+#: A single GEMM is taken only when the table has ours faster than cuBLAS by more than this fraction. A guess
+#: above the spread of cuBLAS's own time for one weight set across the table's M rows (H200, 2026-12-01:
+#: Llama-3.2-1B q/k/v separate 18.02-18.35 us at M = 1-32, 1.8%): a single GEMM gains nothing but speed, so a
+#: tie within timing noise stays with cuBLAS (and Inductor keeps fusing around it).
+SINGLE_MIN_GAIN = 0.03
+
+
+def measured_single(spec: dict[str, Any], device: str | None = None) -> str | None:
+    """Whether to take a single GEMM (``spec["count"] == 1``): None only where the measured table has an
+    entry for this K, N, dtype and device covering the M bucket (static M: the smallest measured M >= m;
+    symbolic M: every entry up to the one covering ``m_upper``) and ours beat cuBLAS by more than
+    :data:`SINGLE_MIN_GAIN` in each. Never "unmeasured" (``ROCM_FUSED_GEMM_UNMEASURED`` does not apply),
+    on CPU / the interpreter too, where the device is ``"cpu"`` (a table passed in through
+    ``ROCM_FUSED_GEMM_TABLE``, as the sweep's ``--device cpu`` writes it).
+
+    Returns:
+        None (take it), or a reason starting with ``SINGLE_SLOWER`` (measured; numbers included) or
+        ``SINGLE_UNMEASURED`` (``rocm_inductor.ops.gemm_merge``).
+    """
+    from ...ops.gemm_merge import SINGLE_SLOWER, SINGLE_UNMEASURED
+
+    k, ns, dt = spec.get("k"), spec.get("ns"), spec.get("dtype")
+    hi = spec.get("m") if spec.get("m") is not None else spec.get("m_upper")
+    if k is None or not ns or None in ns or hi is None:
+        return f"{SINGLE_UNMEASURED}: symbolic K/N or unbounded M"
+    device = device or _device_name() or "cpu"
+    entries = table_entries(k, tuple(ns), dt, device)
+    cover = next((e for e in entries if e["m"] >= hi), None)
+    if cover is None:
+        return f"{SINGLE_UNMEASURED}: K={k} N={ns[0]} M<={hi} on {device}"
+    look = [cover] if spec.get("m") is not None else [e for e in entries if e["m"] <= cover["m"]]
+    for e in look:
+        if e["ours_us"] >= e["separate_us"] * (1 - SINGLE_MIN_GAIN):
+            return (f"{SINGLE_SLOWER} (by > {SINGLE_MIN_GAIN:.0%}) on {e['device']} at M={e['m']}: "
+                    f"{e['ours_us']:.2f} vs cuBLAS {e['separate_us']:.2f} us (gemm_merge_tuned.json)")
+    return None
+
+
 # ---------------------------------------------------------------------------------------------- limits
 
 
@@ -396,6 +434,8 @@ def check(spec: dict[str, Any]) -> str | None:
         return "K or an N is symbolic (weights have static shapes in every model we target)"
     if not all(spec.get("weight_k_contiguous", ())):
         return "a weight is not contiguous along K (the kernel streams (N, K) rows with unit K stride)"
+    if spec.get("count") == 1:
+        return measured_single(spec)
     return measured_loss(spec)
 
 
@@ -603,6 +643,30 @@ def deep_dot_configs(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sm
         # are worth (vs the 4 warps and the missing split) is not measured yet
         out.append(Config(block_m, bn, bk, 1, warps, 3, True))
     return out
+
+
+def short_configs(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int, warp: int) -> list[Config]:
+    """A short sweep list (``sweep_decode_gemm.py --short``: compiles dominate a device call), 4-7 configs,
+    the kinds that won session 3's sweeps (``decode_gemm_layer.md``): the default; below M = 8 (16-bit) the
+    full-K GEMV tiles with ``evict_first`` at 32 and 64 weight elements per thread, 4 and 8 warps, each at
+    its smallest SM-filling K split (none when the columns fill the SMs), i.e. the M = 1 winners' family
+    (not at M = 8: it lost there, Qwen3 q/k/v 10.4 vs 5.95 us); from M = 8 the deep-pipeline dot
+    tiles (:func:`deep_dot_configs`, 5 stages only) and the 8-warp BLOCK_N 64
+    dot tile without a split (Llama gate/up's M = 8 winner)."""
+    out = [default_config(m, ns, k, dtype, sms, warp)]
+    if dtype != torch.float32 and m < GEMV_MAX_M:
+        out += [c for c in gemv_full_configs(m, ns, k, sms, warp)
+                if c.evict and c.block_n * c.block_k / (c.num_warps * warp) in (32, 64)]
+    if dtype != torch.float32 and m >= GEMV_MAX_M:
+        out += [c for c in deep_dot_configs(m, ns, k, dtype, sms, warp) if c.num_stages == 5]
+        bm = 16 if m <= 16 else 32
+        out += [Config(bm, 64, bk, 1, 8, 3, True) for bn, bk, w in tiles(bm, k, dtype, warp) if (bn, w) == (64, 8)]
+    seen, kept = set(), []
+    for c in out:
+        if c not in seen and c.num_warps * warp <= MAX_THREADS:
+            seen.add(c)
+            kept.append(c)
+    return kept
 
 
 def sweep_configs(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int, warp: int) -> list[Config]:

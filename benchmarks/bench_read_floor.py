@@ -1,0 +1,131 @@
+"""Streaming-read floor of the decode GEMMs' weights (issue 19): the fastest measured read of N bytes.
+
+The q/k/v target (1.5x the HBM floor, 4.44 us for Llama-3.2-1B at M = 1) assumes the weights (12.6 MB) can be
+read at the copy bandwidth. This measures, in the same harness as the per-layer GEMM numbers
+(``bench_decode_gemm._time_rotating``: us per call from CUDA-graph replays, buffers rotated over copies
+> 2x L2 so every call reads from HBM), the best read of the q/k/v weights' bytes and of gate/up's (67.1 MB):
+  triton      a pure-load kernel (int64 loads, summed into one int64 per program: a few bytes written),
+              over a few BLOCK / UNROLL / num_warps / programs configs (``programs = 0``: one BLOCK x UNROLL
+              tile per program, every load of a program issued at once, as the full-K GEMV tile does);
+  torch_sum   ``buf.view(torch.int64).sum()`` (ATen's reduction);
+  half_copy   half the time of a device-to-device ``copy_`` of the buffer (reads + writes 2N bytes);
+and the table's floor: N / the copy bandwidth (``timing.copy_bandwidth_gbs``, read + write counted).
+Any kernel that reads each weight once needs at least the best of these per call.
+
+    python benchmarks/bench_read_floor.py --out $OUT
+    TRITON_INTERPRET=1 python benchmarks/bench_read_floor.py --device cpu --tiny --out /tmp/x   # smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import sys
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from bench_decode_gemm import _copies, _time_rotating  # noqa: E402
+from timing import copy_bandwidth_gbs, versions, write_results  # noqa: E402
+
+#: Bytes read per call: Llama-3.2-1B q/k/v weights ((2048 + 512 + 512) x 2048 bf16) and gate/up (2 x 8192 x 2048).
+SIZES = {"qkv_llama1b": (2048 + 512 + 512) * 2048 * 2, "gate_up_llama1b": 2 * 8192 * 2048 * 2}
+TINY_SIZES = {"tiny": 3000 * 8}
+#: (BLOCK int64 elements, UNROLL, num_warps, programs; 0 = one tile per program). BLOCK 1024 at 4 warps is
+#: 8 int64 (4 x 16-byte loads) per thread per load; UNROLL independent loads in flight per loop step.
+#: Programs 264 / 1056 = 2 / 8 per H200 SM (132). A guess at the space, not tuned elsewhere.
+CONFIGS = [(b, u, w, p) for w in (4, 8) for b in (1024, 4096) for u in (1, 4) for p in (0, 264, 1056)
+           if w * 32 <= 1024]
+
+
+@triton.jit
+def _read_kernel(X, OUT, n, chunk, BLOCK: tl.constexpr, UNROLL: tl.constexpr):
+    """Program ``pid`` sums (wrapping int64 adds) the int64 elements ``[pid * chunk, (pid + 1) * chunk)``
+    (masked at ``n``), UNROLL loads of BLOCK per loop step, and stores one int64 to ``OUT[pid]``."""
+    pid = tl.program_id(0)
+    lo = pid.to(tl.int64) * chunk
+    acc = tl.zeros((BLOCK,), dtype=tl.int64)
+    for base in range(lo, lo + chunk, BLOCK * UNROLL):
+        for u in tl.static_range(UNROLL):
+            offs = base + u * BLOCK + tl.arange(0, BLOCK)
+            acc += tl.load(X + offs, mask=offs < n, other=0)
+    tl.store(OUT + pid, tl.sum(acc, axis=0))
+
+
+def read(x: torch.Tensor, out: torch.Tensor, block: int, unroll: int, warps: int, programs: int) -> torch.Tensor:
+    """Launch :func:`_read_kernel` over the int64 view of ``x`` (its byte size a multiple of 8); ``out`` holds
+    >= the program count int64s. Returns ``out`` (per-program sums)."""
+    v = x.view(torch.int64)
+    n = v.numel()
+    step = block * unroll
+    chunk = step if programs == 0 else triton.cdiv(triton.cdiv(n, programs), step) * step
+    grid = triton.cdiv(n, chunk)
+    _read_kernel[(grid,)](v, out, n, chunk, BLOCK=block, UNROLL=unroll, num_warps=warps)
+    return out
+
+
+def aot_cases() -> list[dict]:
+    """Compile cases of the read kernel (the preamble's format): the BLOCK / UNROLL / warps of :data:`CONFIGS`."""
+    sig = {"X": "*i64", "OUT": "*i64", "n": "i64", "chunk": "i64", "BLOCK": "constexpr", "UNROLL": "constexpr"}
+    seen = sorted({(b, u, w) for b, u, w, _ in CONFIGS})
+    return [{"name": f"read_b{b}_u{u}_w{w}", "fn": _read_kernel, "signature": sig,
+             "constexprs": {"BLOCK": b, "UNROLL": u}, "num_warps": w} for b, u, w in seen]
+
+
+def main(argv=None) -> int:
+    """Run the measurements; returns the process exit code."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--tiny", action="store_true")
+    p.add_argument("--out", default="benchmarks/results")
+    args = p.parse_args(argv)
+    cuda = args.device == "cuda"
+    if not cuda:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    dev = "cuda" if cuda else "cpu"
+    bw = copy_bandwidth_gbs() if cuda else 10.0
+    rows = []
+    configs = CONFIGS if not args.tiny else [(64, 2, 4, 0), (64, 1, 4, 3)]
+    for name, nbytes in (TINY_SIZES if args.tiny else SIZES).items():
+        bufs = [torch.randint(0, 1 << 20, (nbytes // 8,), dtype=torch.int64, device=dev)  # sums cannot overflow
+                for _ in range(_copies(nbytes, cuda))]
+        want = int(bufs[0].view(torch.int64).sum())
+        out = torch.empty(1 << 16, dtype=torch.int64, device=dev)
+        floor = nbytes / (bw * 1e3)
+        rows.append(dict(bytes_name=name, bytes=nbytes, method="floor (copy bandwidth)", config=f"{bw:.0f} GB/s",
+                         us=round(floor, 3), gbs=round(bw)))
+        for b, u, w, progs in configs:
+            chunk = b * u if progs == 0 else triton.cdiv(triton.cdiv(nbytes // 8, progs), b * u) * b * u
+            got = read(bufs[0], out, b, u, w, progs)[: triton.cdiv(nbytes // 8, chunk)]
+            if int(got.sum()) != want:
+                raise RuntimeError(f"read kernel sum mismatch for {(b, u, w, progs)}")
+            us = _time_rotating([lambda x=x, o=out, c=(b, u, w, progs): read(x, o, *c) for x in bufs], cuda)
+            rows.append(dict(bytes_name=name, bytes=nbytes, method="triton",
+                             config=f"BLOCK {b} UNROLL {u} w{w} programs {progs or 'tile'}", us=round(us, 3),
+                             gbs=round(nbytes / us / 1e3)))
+        us = _time_rotating([lambda x=x: x.view(torch.int64).sum() for x in bufs], cuda)
+        rows.append(dict(bytes_name=name, bytes=nbytes, method="torch_sum", config="view(int64).sum()",
+                         us=round(us, 3), gbs=round(nbytes / us / 1e3)))
+        dsts = [torch.empty_like(x) for x in bufs]
+        us = _time_rotating([lambda x=x, d=d: d.copy_(x) for x, d in zip(bufs, dsts)], cuda) / 2
+        rows.append(dict(bytes_name=name, bytes=nbytes, method="half_copy", config="copy_() / 2", us=round(us, 3),
+                         gbs=round(nbytes / us / 1e3)))
+        del bufs, dsts
+        if cuda:
+            torch.cuda.empty_cache()
+        best = min((r for r in rows if r["bytes_name"] == name and r["method"] != "floor (copy bandwidth)"),
+                   key=lambda r: r["us"])
+        print(f"{name}: {nbytes} B, floor {floor:.3f} us; best read {best['us']} us ({best['method']} "
+              f"{best['config']}, {best['gbs']} GB/s)", flush=True)
+    text = write_results(rows, args.out, "decode_gemm_read_floor", f"Streaming-read floor ({versions()})", [
+        "", "us per call (CUDA-graph replays, buffers rotated over copies > 2x L2); gbs = bytes / us (read only; "
+        "the floor row: the copy bandwidth, read + write counted)."])
+    print(text, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
