@@ -35,7 +35,7 @@ from rocm_inductor.providers.triton import sampling as S  # noqa: E402
 DEV = os.environ.get("TOPP_DEV", "cuda")
 SCALE = int(os.environ.get("TOPP_SCALE", "1"))
 VS = [v // SCALE for v in (32000, 128256, 151936)]
-BS = (1, 8, 32, 64)
+BS = tuple(int(b) for b in os.environ.get("TOPP_BS", "1,8,32,64").split(","))  # TOPP_BS: a subset
 FILTERS = {"top_p0.9": (0, 0.9, 0.0), "min_p0.1": (0, 1.0, 0.1), "hf_k50_p0.9": (50, 0.9, 0.0)}
 VARIANTS = json.loads(a.variants)
 DEFAULTS = {k: getattr(S, k) for attrs in VARIANTS.values() for k in attrs}
