@@ -1,4 +1,5 @@
-"""One-call H200 timing of the Triton sampler's restricted-winner chain schedules (issue 14, session topp3):
+"""H200 timing of variants of the Triton sampler's constants (issue 14; written for session topp3's chain schedules,
+used since for A/B runs of two trees with ``--tree``):
 top-p 0.9 alone at V in {32000, 128256, 151936} x B in {1, 8, 32, 64}, min-p 0.1 alone and the HF chain
 (T=0.7, k=50, p=0.9) at B=64 V=128256, op in a CUDA graph (20 calls per replay, median of 5 replays,
 ``torch.randint`` seed inside the graph), float32 ``randn * 3`` logits, T=0.7.
@@ -9,7 +10,8 @@ config ``ours+<variant>``); ``best`` reads that CSV, picks the fastest variant p
 a CUPTI breakdown (torch.profiler) of the best at V=128256 B=32 and V=32000 B=64, and a token-equality check
 of every variant against the plain search (``WINNER = False``) at B=64, 4 seeds. Variants: JSON
 ``{"name": {module attr: value}}`` (knobs of ``rocm_inductor.providers.triton.sampling``).
-``TOPP_DEV=cpu TOPP_SCALE=64`` (with TRITON_INTERPRET=1): a dry run on tiny shapes, no timing.
+``TOPP_DEV=cpu TOPP_SCALE=64`` (with TRITON_INTERPRET=1): a dry run on tiny shapes, no timing. ``TOPP_BS``:
+the batches (default 1,8,32,64; 32 and 64 are needed by ``best``).
 """
 import argparse
 import collections

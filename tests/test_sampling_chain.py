@@ -95,7 +95,7 @@ def test_chain_closes_rows_early(monkeypatch):
     x = torch.randn(64, 500, generator=_G) * 3
     log = _counting(monkeypatch)
     _draw(x, 5, temperature=0.7, top_p=0.9)
-    assert len(log) == S.search_passes(S.INTERP_NPIV) + 1 and log[-1] == (3, 64)
+    assert len(log) == S.winner_passes(S.INTERP_NPIV) + 1 and log[-1] == (3, 64)
     assert log[3][1] == 64, log  # all closed by the fourth chain launch (launch 5)
     log.clear()
     _draw(x, 5, temperature=0.7, min_p=0.1)
@@ -134,3 +134,31 @@ def test_lane_accumulators_draw_the_same_tokens(monkeypatch):
             S.sample(x, seed, t_rows, 1.0, torch.full((12,), 30), 0, None, 0.8, None, 0.0, None, False, True)]))
     assert torch.equal(out[0], out[1])
     assert out[1][0, 0] == 0 and out[1][0, 2] == 100
+
+
+_PTX_CHECK = """
+import re, sys, triton
+from triton.backends.compiler import GPUTarget
+from rocm_inductor.providers.triton import sampling as S
+case = next(c for c in S._search_aot_cases() if c["name"].startswith("sample chain PREV=2 CUR=2 top-p=True"))
+src = triton.compiler.ASTSource(case["fn"], case["signature"], case["constexprs"])
+ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": case["num_warps"]}).asm["ptx"]
+print(len(re.findall(r"\\b(?:div|rem)\\.[su]64\\b", ptx)))
+"""
+
+
+@pytest.mark.slow
+def test_chain_pivots_compile_without_64bit_division():
+    """sm_90 PTX of the chain's top-p passes has no ``div``/``rem`` on 64-bit integers: ``_winner_pivot``
+    divides by two constants (multiply-shift). A select of two signed constant divisions of one dividend is
+    folded by LLVM into one division by the selected divisor, a 64-bit division subroutine that cost ~10 us
+    per call at V=32000 B=32 / 64 on the H200 (2026-12-01, benchmarks/RESULTS.md). Compiled ahead of time in a
+    subprocess without the interpreter (as tests/test_triton_aot.py), no GPU needed."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", _PTX_CHECK], env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().splitlines()[-1] == "0", r.stdout

@@ -39,6 +39,21 @@ def test_launch_config_splits_rows():
     assert S.search_passes(16) == 8 and S.search_passes(64) == 6
 
 
+def test_winner_passes_cover_the_candidate_pivot():
+    """The chain's passes narrow to width 1 even when every pass spends a pivot on its candidate's key:
+    ``NP - 1`` pivots at ``d*j // NP`` plus the candidate leave at most ``ceil(d / NP)`` (``_winner_pivot``),
+    at the same launch counts as the plain search for the NPs the launcher picks (8, 16)."""
+    for npiv in (8, 16, 64):
+        d = 2**32
+        for _ in range(S.winner_passes(npiv)):
+            cuts = [(d * j) // npiv for j in range(npiv)] + [d]
+            d = max(b - a for a, b in zip(cuts, cuts[1:]))  # the candidate pivot only splits a gap further
+        assert d <= 1, npiv
+    assert (S.winner_passes(8), S.winner_passes(16)) == (S.search_passes(8), S.search_passes(16)) == (11, 8)
+    with pytest.raises(ValueError):
+        S.winner_passes(1)
+
+
 _G = torch.Generator().manual_seed(11)
 X1000 = (torch.randn(48, 1000, generator=_G) * 2.0).to(DEV)
 

@@ -55,17 +55,6 @@ more, so most rows close by launch 3-5; programs whose rows are all closed retur
 Same tokens as the plain search (tests/test_sampling_winner.py, tests/test_sampling_chain.py); min-p alone is
 launch 1 + one chain launch.
 
-Chain schedules (session topp3, :func:`chain_schedule`): each chain launch may take its own chunk width and
-pivot count (launch 2, where every row is open, vs launches >= 3, where ~10% are), the partial buffers laid
-out per launch ([parity][B, NCH, NP] with the writer's NCH/NP; each launch reduces the previous launch's
-layout), and the launches from ``CHAIN_LOOP_FROM`` on may run as one launch with one program per row
-(:func:`_chain_loop_kernel`, passes looped behind ``tl.debug_barrier``). With a candidate pivot a pass keeps
-``NP - 1`` even pivots, so every pass shrinks the interval to ``ceil(d / NP)`` (:func:`chain_passes`; the
-former "replace the last pivot" could leave ``2d / (NP + 1)``). Measured once (H200, RESULTS.md "session
-topp3"): 1024-column chunks in launches >= 3 lose 18-28% at V >= 128256, B >= 32 and raised an illegal
-memory access at V=151936 B=32 in a CUDA graph (not reproduced or explained yet); the other schedules are
-untimed, so :data:`CHAIN_BUCKETS` is empty (every launch takes launch 1's shape, as before).
-
 The search passes' compare tiles are (ROWS, NP, BLOCK), pivots on the slow axis (no lane repeats a column's
 load / exp / key); large work accumulates them over the chunk and reduces once (:data:`ACC_TILE`).
 
@@ -79,6 +68,13 @@ benchmarks/results/sampling.csv): top-p 23.0 / 45.4 / 85.4 / 125.8 us, min-p 10.
 At B=64 (topp2 call) launch 1 (max + winner) takes 39 us and the first
 two chain launches 29 / 26 us; the rest 1.7-4.4 us each. Every program that still works re-reads its row's
 partials of the previous pass (NCH x NP values) on top of its chunk.
+Session 4 (same GPU and versions, benchmarks/results/sampling_final4_variants.csv): per-launch chunk / pivot
+schedules for the chain (finer chunks once few rows are open) and a looping tail (one program per row running
+the remaining passes) were built and timed: finer chunks were slower at V >= 128256 and the looping tail 3-10x
+slower everywhere (155-2624 us), and the restructured launcher cost ~10 us at V=32000; they were reverted. Kept:
+lane accumulators from ``B * V >= LANE_WORK`` and the NP-ary candidate pivot (:func:`_winner_pivot`). At
+B=32 / 64 launches 2 and 3 are the largest after launch 1 (CUPTI, V=32000 B=64: 10.5 | 20.1, 15.3, 4.6, then
+~2 us each); one launch per row (FlashInfer's shape) would remove the launch count, which is what small V pays.
 
 Top-k path (issue 14; :func:`fast_path_ok`: a scalar ``0 < k <= TOPK_CAP`` (64), top-p after top-k or off;
 chosen on the host from flags only, so capture-safe): two launches, the logits read once in full.
@@ -208,34 +204,24 @@ FAST_TOPK = True
 #: (``_step_kernel``'s ``WIN``). Tests turn this off to compare with the plain search.
 WINNER = True
 #: Lane accumulators for launch 1's max and the draws' argmax (``LANE``; same tokens): True / False everywhere,
-#: None: on where ``B * V >= LANE_WORK`` (:func:`lane_argmax`). H200 2026-12-01 15:30 UTC (session topp3, torch
-#: 2.11, triton 3.6, top-p 0.9 alone, op in a CUDA graph, one process, benchmarks/results/sampling_topp_session4.csv),
-#: off -> on, us: V=128256 B=32 87.8 -> 83.9, B=64 131.4 -> 122.8; V=151936 B=32 98.7 -> 94.0, B=64 172.8 ->
-#: 160.4; V=32000 B=64 71.2 -> 69.0; min-p 0.1 alone V=128256 B=64 77.0 -> 72.3. Slower below: B=1 +1-4%,
-#: V=32000 B=8 / 32 31.5 -> 33.1 / 56.9 -> 58.2, V=128256 B=8 45.5 -> 46.9 (V=151936 B=8 47.9 -> 46.6 left off).
+#: None: on where ``B * V >= LANE_WORK`` (:func:`lane_argmax`). H200, torch 2.11, triton 3.6, top-p 0.9 alone, op in
+#: a CUDA graph (benchmarks/results/sampling_topp_session4.csv, 2026-12-01 15:30 UTC), off -> on, us: V=128256
+#: B=32 87.8 -> 83.9, B=64 131.4 -> 122.8; V=151936 B=32 98.7 -> 94.0, B=64 172.8 -> 160.4; min-p 0.1 alone
+#: V=128256 B=64 77.0 -> 72.3; below 4e6 a tie or a loss (V=32000 B=32 56.9 -> 58.2, B=1 +1-4%).
 LANE_ARGMAX: bool | None = None
-#: ``B * V`` from which :data:`LANE_ARGMAX` None turns the lane accumulators on (V=32000 B=64 is 2.048e6, the
-#: smallest measured win; V=151936 B=8, 1.2e6, the largest measured loss-or-tie below it).
-LANE_WORK = 2_000_000
-#: Restricted-winner chain (issue 14, session topp3; :func:`chain_schedule`): pivots / chunk width of launch 2
-#: (every row open) and of launches >= 3 (few rows open). Set (tests, benchmarks): used for every (b, v); None:
-#: the per-bucket values of CHAIN_BUCKETS.
-CHAIN_NP2: int | None = None
-CHAIN_CHUNK2: int | None = None
-CHAIN_NP3: int | None = None
-CHAIN_CHUNK3: int | None = None
-#: The chain's launches from this index of :func:`chain_schedule` on (1: launches >= 3) as ONE launch with one
-#: program per row looping its passes (:func:`_chain_loop_kernel`), with CHAIN_LOOP_WARPS warps (None: no loop /
-#: launch_config's warps).
-CHAIN_LOOP_FROM: int | None = None
-CHAIN_LOOP_WARPS: int | None = None
-#: ((max B * V, max V, (NP2, CHUNK2, NP3, CHUNK3, LOOP_FROM, LOOP_WARPS)), ...): the first bucket that holds
-#: (b, v) gives the chain's knobs; None entries: launch 1's value / no loop.
-CHAIN_BUCKETS: tuple = ()
+#: ``B * V`` from which :data:`LANE_ARGMAX` None turns the lane accumulators on (V=128256 B=32 is 4.1e6, the
+#: smallest clear win; V=32000 B=64, 2.05e6, gained 3% on a branch that was slower there: left off).
+LANE_WORK = 4_000_000
 #: Tests only: force this chunk width (a power of two) to exercise the split path under the interpreter.
 FORCE_CHUNK: int | None = None
 _KEY_MIN = tl.constexpr(-(2**31))  # a constexpr: compiled Triton reads no plain globals
 _KEY_END = tl.constexpr(2**31)  # one past the largest key (held in int64)
+
+
+def lane_argmax(b: int, v: int) -> bool:
+    """Whether the general path's launches use per-lane max / argmax accumulators (``LANE``) for a (b, v)
+    batch: :data:`LANE_ARGMAX` when set, else ``b * v >= LANE_WORK`` (measured there, see LANE_ARGMAX)."""
+    return bool(LANE_ARGMAX) if LANE_ARGMAX is not None else b * v >= LANE_WORK
 
 
 def check(spec: dict[str, Any]) -> str | None:
@@ -243,12 +229,6 @@ def check(spec: dict[str, Any]) -> str | None:
     if spec.get("dtype") not in INPUT_DTYPES:
         return f"triton sampler takes float16/bfloat16/float32 scores, got {spec.get('dtype')}"
     return None
-
-
-def lane_argmax(b: int, v: int) -> bool:
-    """Whether the general path's launches use per-lane max / argmax accumulators (``LANE``) for a (b, v)
-    batch: :data:`LANE_ARGMAX` when set, else ``b * v >= LANE_WORK`` (measured there, see LANE_ARGMAX)."""
-    return bool(LANE_ARGMAX) if LANE_ARGMAX is not None else b * v >= LANE_WORK
 
 
 def search_passes(npiv: int) -> int:
@@ -262,8 +242,23 @@ def search_passes(npiv: int) -> int:
     return n
 
 
-def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None = None,
-                  npiv: int | None = None) -> dict[str, int]:
+def winner_passes(npiv: int) -> int:
+    """Passes of the restricted-winner chain that always shrink a 2^32-wide key interval to width 1: each pass
+    leaves at most ``ceil(d / npiv)`` (:func:`_winner_pivot`); the same count as :func:`search_passes` at
+    ``npiv`` = 8 (11) and 16 (8).
+
+    Raises:
+        ValueError: ``npiv < 2`` (one pivot at the candidate's key need not shrink the interval).
+    """
+    if npiv < 2:
+        raise ValueError(f"the chain needs >= 2 pivots per pass, got {npiv}")
+    d, n = 2**32, 0
+    while d > 1:
+        d, n = -(-d // npiv), n + 1
+    return n
+
+
+def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None = None) -> dict[str, int]:
     """Launch shape for a (b, v) batch.
 
     Returns:
@@ -277,8 +272,7 @@ def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None 
     ``ROWS * BLOCK * NP <= COMPARE_TILE``. The constexprs depend on b, so a few batch buckets compile their
     own variants. Interpreter: one chunk per row, ``ROWS * BLOCK * NP <= 2^20`` (Triton's numel limit).
     ``chunk`` (or :data:`FORCE_CHUNK`) overrides the chunk width (tests); ``interp`` (default: whether
-    ``TRITON_INTERPRET=1``) picks the interpreter's shape or the GPU's (``aot_cases`` asks for the GPU's);
-    ``npiv`` overrides the pivots per pass (the chain's later launches, :func:`chain_schedule`).
+    ``TRITON_INTERPRET=1``) picks the interpreter's shape or the GPU's (``aot_cases`` asks for the GPU's).
     """
     from . import interpreting
 
@@ -288,11 +282,11 @@ def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None 
     small = b * v <= SMALL_WORK
     acc = bool(ACC_TILE) and (ACC_SMALL or not small)
     if interp:
-        npiv, max_rows, red = npiv or INTERP_NPIV, INTERP_MAX_ROWS, INTERP_COMPARE_TILE
+        npiv, max_rows, red = INTERP_NPIV, INTERP_MAX_ROWS, INTERP_COMPARE_TILE
         tile = INTERP_COMPARE_TILE // npiv
         chunk = chunk or vp
     else:
-        npiv = npiv or (NPIV_SMALL if small else NPIV_LARGE)
+        npiv = NPIV_SMALL if small else NPIV_LARGE
         tile, max_rows, red = (ACC_TILE if acc else COMPARE_TILE) // npiv, MAX_ROWS, REDUCE_TILE
         target = (SEARCH_TARGET_SMALL if small else TARGET_PROGRAMS_MID if b * v <= MID_WORK
                   else TARGET_PROGRAMS_LARGE)
@@ -517,15 +511,8 @@ def _reduce_parts(P, par, rows, rmask, B, NCH, ROWS: tl.constexpr, NP: tl.conste
                   CB: tl.constexpr, IS_INT: tl.constexpr):
     """(ROWS, NP) sum over the chunks of partials ``P[par, row, chunk, :]`` (layout [2, B, NCH, NP]), in a
     fixed order (chunk blocks of CB in sequence, a tree within one): identical in every program."""
-    return _sum_parts(P, (par * B + rows) * NCH * NP, rmask, NCH, ROWS, NP, NCHB, CB, IS_INT)
-
-
-@triton.jit
-def _sum_parts(P, off0, rmask, NCH, ROWS: tl.constexpr, NP: tl.constexpr, NCHB: tl.constexpr, CB: tl.constexpr,
-               IS_INT: tl.constexpr):
-    """(ROWS, NP) sum over the chunks of the partials ``P[off0 + chunk * NP + j]`` (``off0``: (ROWS,) int64
-    element offset of each row's first chunk), in :func:`_reduce_parts`'s fixed order."""
     jn = tl.arange(0, NP)
+    base = (par * B + rows) * NCH
     if IS_INT:
         acc = tl.zeros([ROWS, NP], dtype=tl.int32)
     else:
@@ -533,7 +520,7 @@ def _sum_parts(P, off0, rmask, NCH, ROWS: tl.constexpr, NP: tl.constexpr, NCHB: 
     for c0 in tl.static_range(0, NCHB, CB):
         cc = c0 + tl.arange(0, CB)
         msk = rmask[:, None, None] & (cc < NCH)[None, :, None]
-        off = off0[:, None, None] + cc[None, :, None] * NP + jn[None, None, :]
+        off = (base[:, None, None] + cc[None, :, None]) * NP + jn[None, None, :]
         acc += tl.sum(tl.load(P + off, mask=msk, other=0), axis=1)
     return acc
 
@@ -782,15 +769,20 @@ def _step_kernel(
 
 @triton.jit
 def _winner_pivot(lo, hi, wk, NP: tl.constexpr):
-    """(ROWS, NP) int32 pivots of a chain pass over [lo, hi): where the candidate's key + 1 lies strictly inside,
-    ``NP - 1`` pivots at ``lo + d*j // NP`` plus that one (the narrowed interval is at most ``ceil(d / NP)``
-    wide either way, :func:`chain_passes`), else :func:`_pivots`'s ``NP``. The narrowing needs no sorted
-    pivots: the computed mass below a pivot is monotone in the pivot."""
+    """(ROWS, NP) int32 pivots of a chain pass over [lo, hi): where the candidate's key + 1 lies strictly inside
+    (only in the first top-p pass: afterwards the interval lies on one side of it), ``NP - 1`` pivots at
+    ``lo + d*j // NP`` plus that one, else :func:`_pivots`'s ``NP``. Either way the narrowed interval is at most
+    ``ceil(d / NP)`` wide (:func:`winner_passes`); replacing the last of ``NP`` evenly spaced pivots instead could
+    leave ``2d / (NP + 1)``. The narrowing needs no sorted pivots: the computed mass below a pivot is monotone
+    in the pivot."""
     w1 = wk + 1
     inside = (w1 > lo) & (w1 < hi)
     j = tl.arange(0, NP).to(tl.int64) + 1
-    den = tl.where(inside, NP, NP + 1)
-    piv = lo[:, None] + ((hi - lo)[:, None] * j[None, :]) // den[:, None]
+    dj = (hi - lo)[:, None] * j[None, :]
+    # Two constant divisions (multiply-shift), one unsigned (dj >= 0): LLVM folds a select of two signed
+    # divisions of one dividend into one division by the selected divisor, a 64-bit division subroutine
+    # (div.s64 in the sm_90 PTX) that cost ~10 us per call at V=32000 B=32 / 64 on the H200 (2026-12-01).
+    piv = lo[:, None] + tl.where(inside[:, None], (dj.to(tl.uint64) // NP).to(tl.int64), dj // (NP + 1))
     last = (j == NP)[None, :]
     return tl.where(last & inside[:, None], w1[:, None], piv).to(tl.int32)
 
@@ -802,13 +794,12 @@ _NEED = tl.constexpr(-(2**40))  # candidate state: "drawn by this launch, in its
 def _chain_kernel(
     X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR,
     PMAX, MASS, ZP, CS, GV, GI, OUT,
-    B, V, NCH, step, t_val, p_val, omp_val, minp_val, NCH1, NCHZ, NCH_IN, GSZ, MSZ,
+    B, V, NCH, step, t_val, p_val, omp_val, minp_val,
     T_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
     USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
     PREV: tl.constexpr, CUR: tl.constexpr,
     CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, NP: tl.constexpr,
-    NCHB: tl.constexpr, ACC: tl.constexpr, LANE: tl.constexpr, DRAW: tl.constexpr,
-    NCHB1: tl.constexpr, NCHBZ: tl.constexpr, NCHB_IN: tl.constexpr, CB_IN: tl.constexpr, NP_IN: tl.constexpr,
+    NCHB: tl.constexpr, CB: tl.constexpr, ACC: tl.constexpr, LANE: tl.constexpr, DRAW: tl.constexpr,
 ):
     """Launch ``step`` >= 2 of the restricted-winner chain (no top-k: top-p and/or min-p; module docstring),
     program (row block, chunk), after :func:`_step_kernel`'s launch 1 (``WIN``: maxima, whole-row winner
@@ -829,86 +820,21 @@ def _chain_kernel(
     ``DRAW`` off (host: launch 2 with top-p, no min-p, no per-row p, scalar p > 0): no row can reject
     launch 1's winner here (lo is the smallest key), so the draw code is compiled out. ``LANE``: as
     :func:`_step_kernel`'s.
-
-    Each launch has its own chunking and pivot count (:func:`chain_schedule`): ``CHUNK``/``NCH``/``NCHB``/``NP``
-    are this launch's (grid ``(cdiv(B, ROWS), NCH)``; it writes ``MASS[step % 2]`` as [B, NCH, NP] and
-    ``GV/GI[step % 2]`` as [B, NCH], each parity ``MSZ`` / ``GSZ`` elements), ``NCH_IN``/``NCHB_IN``/``CB_IN``/
-    ``NP_IN`` the previous launch's (the partials read at the top), ``NCH1``/``NCHB1`` launch 1's (``PMAX``),
-    ``NCHZ``/``NCHBZ`` launch 2's (``ZP``, the normaliser it wrote).
     """
-    _chain_body(X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR, PMAX, MASS, ZP, CS, GV, GI, OUT, B, V,
-                NCH, step, t_val, p_val, omp_val, minp_val, NCH1, NCHZ, NCH_IN, GSZ, MSZ, tl.program_id(1), T_ROWS,
-                P_ROWS, MINP_ROWS, USE_P, USE_MINP, IS_PROBS, HAS_BAN, PREV, CUR, CHUNK, BLOCK, ROWS, NP, NCHB, ACC,
-                LANE, DRAW, NCHB1, NCHBZ, NCHB_IN, CB_IN, NP_IN)
-
-
-@triton.jit(do_not_specialize=["step", "N_LOOP"])
-def _chain_loop_kernel(
-    X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR,
-    PMAX, MASS, ZP, CS, GV, GI, OUT,
-    B, V, NCH, step, t_val, p_val, omp_val, minp_val, NCH1, NCHZ, NCH_IN, GSZ, MSZ,
-    N_LOOP,
-    T_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
-    USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
-    PREV: tl.constexpr, CUR: tl.constexpr,
-    CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, NP: tl.constexpr,
-    NCHB: tl.constexpr, ACC: tl.constexpr, LANE: tl.constexpr, DRAW: tl.constexpr,
-    NCHB1: tl.constexpr, NCHBZ: tl.constexpr, NCHB_IN: tl.constexpr, CB_IN: tl.constexpr, NP_IN: tl.constexpr,
-):
-    """Launches ``step .. step + N_LOOP - 1`` (N_LOOP >= 2) of :func:`_chain_kernel` as one launch with one
-    chunk per row (``NCH == 1``: each program owns its rows): the search passes loop inside the program, each
-    iteration's partials and row state go through the same buffers as between launches (re-read after a
-    ``tl.debug_barrier``, as the top-k path's scratch row), the last iteration is the draw (``CUR = 3``) and
-    writes ``OUT``. Closed rows cost one load of ``OUT`` per iteration. The first iteration reads the previous
-    launch's partials (``NCH_IN``, ``NCHB_IN``, ``CB_IN``, ``NP_IN``, ``DRAW``), later ones this launch's own.
-    ``CUR`` is unused (kept for one signature with :func:`_chain_kernel`). Small vocabularies (issue 14): the
-    launch count, not the work, is the cost there (:data:`CHAIN_LOOP_FROM`).
-    """
-    _chain_body(X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR, PMAX, MASS, ZP, CS, GV, GI, OUT, B, V,
-                NCH, step, t_val, p_val, omp_val, minp_val, NCH1, NCHZ, NCH_IN, GSZ, MSZ, 0, T_ROWS, P_ROWS,
-                MINP_ROWS, USE_P, USE_MINP, IS_PROBS, HAS_BAN, PREV, 2, CHUNK, BLOCK, ROWS, NP, NCHB, ACC, LANE,
-                DRAW, NCHB1, NCHBZ, NCHB_IN, CB_IN, NP_IN)
-    for s in range(step + 1, step + N_LOOP - 1):
-        tl.debug_barrier()
-        _chain_body(X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR, PMAX, MASS, ZP, CS, GV, GI, OUT, B,
-                    V, NCH, s, t_val, p_val, omp_val, minp_val, NCH1, NCHZ, 1, GSZ, MSZ, 0, T_ROWS, P_ROWS,
-                    MINP_ROWS, USE_P, USE_MINP, IS_PROBS, HAS_BAN, 2, 2, CHUNK, BLOCK, ROWS, NP, NCHB, ACC, LANE,
-                    True, NCHB1, NCHBZ, 1, 1, NP)
-    tl.debug_barrier()
-    _chain_body(X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR, PMAX, MASS, ZP, CS, GV, GI, OUT, B, V,
-                NCH, step + N_LOOP - 1, t_val, p_val, omp_val, minp_val, NCH1, NCHZ, 1, GSZ, MSZ, 0, T_ROWS, P_ROWS,
-                MINP_ROWS, USE_P, USE_MINP, IS_PROBS, HAS_BAN, 2, 3, CHUNK, BLOCK, ROWS, NP, NCHB, ACC, LANE, True,
-                NCHB1, NCHBZ, 1, 1, NP)
-
-
-@triton.jit
-def _chain_body(
-    X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR,
-    PMAX, MASS, ZP, CS, GV, GI, OUT,
-    B, V, NCH, step, t_val, p_val, omp_val, minp_val, NCH1, NCHZ, NCH_IN, GSZ, MSZ,
-    chunk,
-    T_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
-    USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
-    PREV: tl.constexpr, CUR: tl.constexpr,
-    CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, NP: tl.constexpr,
-    NCHB: tl.constexpr, ACC: tl.constexpr, LANE: tl.constexpr, DRAW: tl.constexpr,
-    NCHB1: tl.constexpr, NCHBZ: tl.constexpr, NCHB_IN: tl.constexpr, CB_IN: tl.constexpr, NP_IN: tl.constexpr,
-):
-    """One launch of :func:`_chain_kernel` for program (row block, ``chunk``)."""
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     rmask = rows < B
+    chunk = tl.program_id(1)
     col0 = chunk * CHUNK
     ar = tl.arange(0, BLOCK)
     lead = (tl.zeros([ROWS], dtype=tl.int32) + chunk) == 0
     par_in = (step + 1) % 2
     par_out = step % 2
-    stp = tl.zeros([ROWS], dtype=tl.int64) + step  # int64 (a loop counter in _chain_loop_kernel)
     live = rmask & (tl.load(OUT + rows, mask=rmask, other=0) < 0)
     if tl.max(live.to(tl.int32), axis=0) > 0:
         t = _row_temperature(T_PTR, rows, rmask, t_val, T_ROWS, ROWS)
         greedy_t = t <= 0.0
         t_safe = tl.where(greedy_t, 1.0, t)
-        m = _reduce_chunks(PMAX, rows, live, NCH1, NCHB1, True)
+        m = _reduce_chunks(PMAX, rows, live, NCH, NCHB, True)
         greedy = greedy_t | (m == float("inf")) | (m == float("-inf"))
         m_safe = tl.where(greedy, 0.0, m)
         key_max = _key(m_safe).to(tl.int64)
@@ -929,22 +855,21 @@ def _chain_body(
             ck = tl.full([ROWS], _NEED, tl.int64)
             ctok = tl.zeros([ROWS], dtype=tl.int64)
         else:
-            st_in = CS + (stp - 1) * 4 * B
+            st_in = CS + (step - 1).to(tl.int64) * 4 * B
             lo = tl.load(st_in + rows, mask=live, other=_KEY_MIN)
             hi = tl.load(st_in + B + rows, mask=live, other=_KEY_MIN + 1)
             ck = tl.load(st_in + 2 * B + rows, mask=live, other=_NEED)
             ctok = tl.load(st_in + 3 * B + rows, mask=live, other=0)
             if USE_P:
-                piv = _winner_pivot(lo, hi, ck, NP_IN)
-                mass = _sum_parts(MASS, par_in * MSZ + rows * NCH_IN * NP_IN, live, NCH_IN, ROWS, NP_IN, NCHB_IN,
-                                  CB_IN, False)
-                thr = omp * _reduce_chunks(ZP, rows, live, NCHZ, NCHBZ, False)
+                piv = _winner_pivot(lo, hi, ck, NP)
+                mass = _reduce_parts(MASS, par_in, rows, live, B, NCH, ROWS, NP, NCHB, CB, False)
+                thr = omp * _reduce_chunks(ZP, rows, live, NCH, NCHB, False)
                 lo, hi = _narrow(lo, hi, piv, mass <= thr[:, None])
         # The candidate the previous launch drew (its best chunk, the first among equals, as the pick).
         need = live & (ck == _NEED)
-        cc = tl.arange(0, NCHB_IN)
-        pbase = par_in * GSZ + rows * NCH_IN
-        gv = tl.load(GV + pbase[:, None] + cc[None, :], mask=need[:, None] & (cc < NCH_IN)[None, :],
+        cc = tl.arange(0, NCHB)
+        pbase = (par_in * B + rows) * NCH
+        gv = tl.load(GV + pbase[:, None] + cc[None, :], mask=need[:, None] & (cc < NCH)[None, :],
                      other=float("-inf"))
         tok = tl.load(GI + pbase + tl.argmax(gv, axis=1).to(tl.int64), mask=need, other=0)
         yw = _load_at(X, rows * stride_x + tok, BAN, rows * stride_ban + tok, need, IS_PROBS, HAS_BAN) / t_safe
@@ -960,7 +885,7 @@ def _chain_body(
         ck = tl.where(rej, _NEED, ck)
         srch = rows < 0
         if CUR == 2:
-            st_out = CS + stp * 4 * B
+            st_out = CS + step.to(tl.int64) * 4 * B
             wmask = live & lead
             tl.store(st_out + rows, lo, mask=wmask)
             tl.store(st_out + B + rows, hi, mask=wmask)
@@ -1014,14 +939,14 @@ def _chain_body(
                 if PREV == 0:
                     z = tl.sum(z2, axis=1)
             jn = tl.arange(0, NP)
-            poff = par_out * MSZ + (rows[:, None] * NCH + chunk) * NP + jn[None, :]
+            poff = ((par_out * B + rows[:, None]) * NCH + chunk) * NP + jn[None, :]
             tl.store(MASS + poff, mass, mask=srch[:, None])
             if PREV == 0:
                 tl.store(ZP + rows * NCH + chunk, z, mask=live)
         if DRAW:
             if LANE:
                 best, best_i = _lane_reduce(bv, bi)
-            obase = par_out * GSZ + rows * NCH + chunk
+            obase = (par_out * B + rows) * NCH + chunk
             tl.store(GV + obase, best, mask=rej)
             tl.store(GI + obase, best_i, mask=rej)
             if CUR == 3 and NCHB == 1:
@@ -1561,20 +1486,16 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     f32 = dict(dtype=torch.float32, device=dev)
     pmax = torch.empty(b, nch, **f32)
     cnt = torch.empty(2, b, nch, npiv, dtype=torch.int32, device=dev) if use_k else out
-    win = WINNER and not use_k and (use_p or use_minp)
-    sched = chain_schedule(b, v, cfg, use_p) if win else []
-    # partial buffers sized for the widest layout of any launch (the chain's launches differ, chain_schedule)
-    msz = b * max([nch * npiv] + [c["NCH"] * c["NP"] for c in sched])
-    gsz = b * max([nch] + [c["NCH"] for c in sched])
-    mass = torch.empty(2 * msz, **f32) if use_p else pmax
-    zp = torch.empty(gsz, **f32) if use_p else pmax
+    mass = torch.empty(2, b, nch, npiv, **f32) if use_p else pmax
+    zp = torch.empty(b, nch, **f32) if use_p else pmax
     n_steps = 1 + (passes if use_k else 0) + (passes if use_p else 0)
     st = torch.empty(n_steps + 1, 2, b, dtype=torch.int64, device=dev)
     tk = torch.empty(b, dtype=torch.int64, device=dev) if use_p else out
+    win = WINNER and not use_k and (use_p or use_minp)
     if win:
         # the chain's candidate partials, [launch % 2] (launch 1 writes [1]); CS: its per-launch row state
-        gv2 = torch.empty(2, gsz, **f32)
-        gi2 = torch.empty(2, gsz, dtype=torch.int64, device=dev)
+        gv2 = torch.empty(2, b, nch, **f32)
+        gi2 = torch.empty(2, b, nch, dtype=torch.int64, device=dev)
         gv, gi = gv2[1], gi2[1]
     else:
         gv = torch.empty(b, nch, **f32)
@@ -1596,7 +1517,7 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     step, prev = 1, 0
     launch(step, 0, 0)  # maxima (+ top-k pass 1)
     if win:
-        return _chain(args, kw, cfg, sched, gv2, gi2, msz, gsz, scalars, out)
+        return _chain(args, kw, grid, cfg, winner_passes(npiv) if use_p else 0, gv2, gi2, scalars, out)
     if use_k:
         prev = 1
         for _ in range(passes - 1):
@@ -1621,120 +1542,30 @@ def _pick_rows(b: int, nchb: int) -> int:
     return max(1, min(256, 4096 // nchb, triton.next_power_of_2(b)))
 
 
-def _chain(args, kw, cfg, sched, gv2, gi2, msz, gsz, scalars, out) -> torch.Tensor:
-    """Launches 2 .. len(sched) + 1 of the restricted-winner chain (:func:`_chain_kernel`, one per entry of
-    :func:`chain_schedule`: its search passes, then the last launch; :func:`_chain_loop_kernel` for the looped
-    tail) after launch 1 (layout ``cfg``), then the pick of the rows still open (when the last launch has more
-    than one chunk)."""
-    x, b, nch1 = args[0], args[-3], args[-1]
-    cs = torch.empty(len(sched) + 2, 4, b, dtype=torch.int64, device=x.device)
-    cargs = args[:6] + args[7:10] + (args[11], args[12], cs, gv2, gi2, out, b, args[-2])
+def _chain(args, kw, grid, cfg, passes, gv2, gi2, scalars, out) -> torch.Tensor:
+    """Launches 2 .. passes + 2 of the restricted-winner chain (:func:`_chain_kernel`) after launch 1, then the
+    pick of the rows still open (when a row has more than one chunk)."""
+    x, b, nch = args[0], args[-3], args[-1]
+    cs = torch.empty(passes + 3, 4, b, dtype=torch.int64, device=x.device)
+    cargs = args[:6] + args[7:10] + (args[11], args[12], cs, gv2, gi2, out, b, args[-2], nch)
+    ckw = {k: kw[k] for k in ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN", "CHUNK",
+                              "BLOCK", "ROWS", "NP", "NCHB", "CB", "ACC", "LANE", "num_warps")}
     t_val, _k, p_val, omp_val, minp_val = scalars
     # launch 2 cannot reject launch 1's winner without min-p and with one p > 0 (module docstring): no draw code
     draw2 = kw["USE_MINP"] or kw["P_ROWS"] or not p_val > 0.0
-    nchz = sched[0]["NCH"]
-    step = 1
-    for kern, grid, n, c, ckw in _chain_launches(b, cfg, sched, kw, draw2):
+    step, prev = 1, 0
+    for _ in range(passes):
         step += 1
-        extra = (n,) if n > 1 else ()
-        kern[grid](*cargs, c["NCH"], step, t_val, p_val, omp_val, minp_val, nch1, nchz, ckw.pop("_NCH_IN"), gsz,
-                   msz, *extra, **ckw)
-        step += n - 1
-    if sched[-1]["NCH"] > 1:
-        frows = _pick_rows(b, sched[-1]["NCHB"])
-        par = step % 2
-        _pick_kernel[(triton.cdiv(b, frows),)](gv2[par], gi2[par], out, b, sched[-1]["NCH"], ROWS=frows,
-                                               NCHB=sched[-1]["NCHB"], OPEN=True, num_warps=4)
+        _chain_kernel[grid](*cargs, step, t_val, p_val, omp_val, minp_val, PREV=prev, CUR=2,
+                            DRAW=bool(prev == 2 or draw2), **ckw)
+        prev = 2
+    step += 1
+    _chain_kernel[grid](*cargs, step, t_val, p_val, omp_val, minp_val, PREV=prev, CUR=3, DRAW=True, **ckw)
+    if nch > 1:
+        frows = _pick_rows(b, cfg["NCHB"])
+        _pick_kernel[(triton.cdiv(b, frows),)](gv2[step % 2], gi2[step % 2], out, b, nch, ROWS=frows,
+                                               NCHB=cfg["NCHB"], OPEN=True, num_warps=4)
     return out
-
-
-def _chain_launches(b: int, cfg: dict[str, int], sched: list[dict[str, int]], kw: dict[str, Any],
-                    draw2: bool) -> list[tuple]:
-    """The chain's launches for :func:`chain_schedule`'s ``sched``: (kernel, grid, launches covered, the
-    launch's shape, constexprs + num_warps + ``_NCH_IN``) each; ``kw`` holds the flags (T_ROWS .. LANE) of
-    launch 1, ``draw2`` whether launch 2 may reject launch 1's winner. Shared with :func:`_search_aot_cases`."""
-    flags = {k: kw[k] for k in ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN",
-                                "ACC", "LANE")}
-    out, prev, prev_c = [], 0, cfg
-    for i, c in enumerate(sched):
-        last = i == len(sched) - 1
-        loop = bool(c.get("LOOP"))
-        ckw = dict(flags, PREV=prev, CUR=3 if last else 2, DRAW=bool(last or prev == 2 or draw2),
-                   CHUNK=c["CHUNK"], BLOCK=c["BLOCK"], ROWS=c["ROWS"], NP=c["NP"], NCHB=c["NCHB"],
-                   NCHB1=cfg["NCHB"], NCHBZ=sched[0]["NCHB"], NCHB_IN=prev_c["NCHB"],
-                   CB_IN=_chain_cb(c["ROWS"], prev_c), NP_IN=prev_c["NP"], num_warps=c["num_warps"],
-                   _NCH_IN=prev_c["NCH"])
-        n = len(sched) - i if loop else 1
-        out.append((_chain_loop_kernel if loop else _chain_kernel, (triton.cdiv(b, c["ROWS"]), c["NCH"]), n, c, ckw))
-        prev, prev_c = 2, c
-        if loop:
-            break
-    return out
-
-
-def _chain_cb(rows: int, prev: dict[str, int]) -> int:
-    """Chunks per step of a chain launch's reduction of the previous launch's (ROWS, chunks, NP) partials: a
-    tile of at most :data:`REDUCE_TILE` elements (as :func:`launch_config`'s ``CB``)."""
-    return min(prev["NCHB"], max(1, REDUCE_TILE // (rows * prev["NP"])))
-
-
-def chain_passes(nps: list[int]) -> int:
-    """Search passes of the chain that shrink a 2^32-wide key interval to width 1 when pass i has ``nps[i]``
-    pivots (the last entry repeats): each pass leaves at most ``ceil(d / NP)`` (:func:`_winner_pivot`).
-
-    Raises:
-        ValueError: a pass with fewer than 2 pivots (one pivot at the candidate's key need not shrink).
-    """
-    if min(nps) < 2:
-        raise ValueError(f"chain passes need >= 2 pivots each, got {nps}")
-    d, n = 2**32, 0
-    while d > 1:
-        d, n = -(-d // nps[min(n, len(nps) - 1)]), n + 1
-    return n
-
-
-def chain_schedule(b: int, v: int, cfg: dict[str, int], use_p: bool,
-                   interp: bool | None = None) -> list[dict[str, int]]:
-    """Per-launch shapes of the restricted-winner chain after launch 1 (layout ``cfg`` =
-    :func:`launch_config`): one dict per launch (the top-p search passes, then the last launch; min-p alone:
-    the last launch only), each as :func:`launch_config`'s (``CHUNK``, ``NCH``, ``BLOCK``, ``ROWS``, ``NP``,
-    ``NCHB``, ``num_warps``).
-
-    Launch 2 (every row open: it tests launch 1's winner) takes :data:`CHAIN_NP2` pivots over
-    :data:`CHAIN_CHUNK2`-column chunks; launches >= 3 (few rows open: ~90% close at the top of launch 3) take
-    :data:`CHAIN_NP3` pivots over :data:`CHAIN_CHUNK3`-column chunks, so an open row's work spreads over many
-    programs (closed rows' programs return after one load). None: launch 1's value. Per (b, v) bucket:
-    :func:`_chain_knobs`.
-    """
-    from . import interpreting
-
-    interp = interpreting() if interp is None else interp
-    np2, ch2, np3, ch3, loop_from, loop_warps = _chain_knobs(b, v, interp)
-    c2 = launch_config(b, v, chunk=ch2 or cfg["CHUNK"], interp=interp, npiv=np2 or cfg["NP"])
-    c3 = launch_config(b, v, chunk=ch3 or cfg["CHUNK"], interp=interp, npiv=np3 or cfg["NP"])
-    if not use_p:
-        return [c3]
-    n = chain_passes([c2["NP"], c3["NP"]])
-    sched = [c2] + [c3] * (n - 1) + [c3]
-    if loop_from is not None and len(sched) - loop_from >= 2:
-        # one chunk per row (the whole row in one program), the passes looped inside: _chain_loop_kernel
-        cl = launch_config(b, v, chunk=triton.next_power_of_2(max(v, 1)), interp=interp, npiv=c3["NP"])
-        cl = {**cl, "LOOP": True, "num_warps": loop_warps or cl["num_warps"]}
-        sched = sched[:loop_from] + [cl] * (len(sched) - loop_from)
-    return sched
-
-
-def _chain_knobs(b: int, v: int, interp: bool) -> tuple:
-    """(NP2, CHUNK2, NP3, CHUNK3, LOOP_FROM, LOOP_WARPS) for a (b, v) batch: the module constants when one is
-    set (tests, benchmarks), under FORCE_CHUNK or the interpreter, else on a GPU the per-bucket values of
-    :data:`CHAIN_BUCKETS` (the first bucket that holds (b, v); None entries: launch 1's value / no loop)."""
-    knobs = (CHAIN_NP2, CHAIN_CHUNK2, CHAIN_NP3, CHAIN_CHUNK3, CHAIN_LOOP_FROM, CHAIN_LOOP_WARPS)
-    if any(k is not None for k in knobs[:5]) or FORCE_CHUNK or interp:
-        return knobs
-    for max_work, max_v, vals in CHAIN_BUCKETS:
-        if b * v <= max_work and v <= max_v:
-            return vals
-    return (None,) * 6
 
 
 # --- ahead-of-time compile cases (rocm_inductor.providers.triton._aot) -----------------------------------
@@ -1746,11 +1577,6 @@ AOT_SHAPES = ((1, 128256), (64, 128256))
 
 
 def _search_aot_cases() -> list[dict[str, Any]]:
-    """:func:`_search_aot_cases_at` at :data:`AOT_SHAPES`."""
-    return _search_aot_cases_at(AOT_SHAPES)
-
-
-def _search_aot_cases_at(shapes) -> list[dict[str, Any]]:
     """The GPU launch shapes of :func:`_sample` for float32 logits with scalar top-k and top-p on.
 
     Launches of one call: maxima (PREV=0, CUR=0), top-k passes (1, 1), top-p passes (1, 2) / (2, 2), the draw
@@ -1766,7 +1592,7 @@ def _search_aot_cases_at(shapes) -> list[dict[str, Any]]:
     flags = ("T_ROWS", "K_ROWS", "P_ROWS", "MINP_ROWS", "USE_K", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN",
              "TOP_K_FIRST", "PREV", "CUR", "CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB", "WIN", "ACC", "LANE")
     cases = []
-    for b, v in shapes:
+    for b, v in AOT_SHAPES:
         cfg = launch_config(b, v, interp=False)
         base = dict(T_ROWS=False, K_ROWS=False, P_ROWS=False, MINP_ROWS=False, USE_K=True, USE_P=True,
                     USE_MINP=False, IS_PROBS=False, HAS_BAN=False, TOP_K_FIRST=True, WIN=False, ACC=cfg["ACC"],
@@ -1791,63 +1617,29 @@ def _search_aot_cases_at(shapes) -> list[dict[str, Any]]:
                       "signature": {**ptr, **{k: "constexpr" for k in flags}},
                       "constexprs": {**base, "USE_K": False, "WIN": True, "PREV": 0, "CUR": 0},
                       "num_warps": cfg["num_warps"]})
-        cases += _chain_aot_cases(b, v, cfg, base, ptr)
+        csig = {k: ptr[k] for k in ("X", "stride_x", "BAN", "stride_ban", "SEED", "T_PTR", "P_PTR", "MINP_PTR",
+                                    "PMAX", "MASS", "ZP")}
+        csig.update({"CS": "*i64", "GV": "*fp32", "GI": "*i64", "OUT": "*i64", "B": "i32", "V": "i32",
+                     "NCH": "i32", "step": "i32", "t_val": "fp32", "p_val": "fp32", "omp_val": "fp32",
+                     "minp_val": "fp32"})
+        cflags = ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN", "PREV", "CUR",
+                  "CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB", "ACC", "LANE", "DRAW")
+        csig.update({k: "constexpr" for k in cflags})
+        cbase = {k: base[k] for k in cflags if k in base}
+        for prev, cur, use_p, use_minp in ((0, 2, True, False), (2, 2, True, False), (2, 3, True, False),
+                                           (0, 3, False, True)):
+            cases.append({"name": f"sample chain PREV={prev} CUR={cur} top-p={use_p} min-p={use_minp} B={b} V={v}",
+                          "fn": _chain_kernel, "signature": csig,
+                          "constexprs": {**cbase, "USE_P": use_p, "USE_MINP": use_minp, "PREV": prev, "CUR": cur,
+                                         "DRAW": prev == 2 or cur == 3},
+                          "num_warps": cfg["num_warps"]})
         if cfg["NCH"] > 1:
             frows = _pick_rows(b, cfg["NCHB"])
-            for open_ in (False,):  # OPEN=True: the chain's last layout (_chain_aot_cases)
+            for open_ in (False, True):
                 cases.append({"name": f"sample pick OPEN={open_} B={b} V={v}", "fn": _pick_kernel,
                               "signature": {"GV": "*fp32", "GI": "*i64", "OUT": "*i64", "B": "i32", "NCH": "i32",
                                             "ROWS": "constexpr", "NCHB": "constexpr", "OPEN": "constexpr"},
                               "constexprs": {"ROWS": frows, "NCHB": cfg["NCHB"], "OPEN": open_}, "num_warps": 4})
-    return cases
-
-
-#: Extra (B, V) shapes whose chain launches (chain_schedule) are compiled ahead of time: the top-p-alone
-#: benchmark's small vocabulary (issue 14).
-CHAIN_AOT_SHAPES = ((64, 32000), (32, 151936))
-
-
-def _chain_aot_cases(b: int, v: int, cfg: dict[str, Any], base: dict[str, Any], ptr: dict[str, str]) -> list[dict]:
-    """The chain's distinct launches (:func:`_chain_launches`) for top-p 0.9 alone and min-p alone at (b, v):
-    ``_chain_kernel`` / ``_chain_loop_kernel`` at the shapes :func:`chain_schedule` picks on a GPU, and the pick
-    of the last launch's partials."""
-    csig = {k: ptr[k] for k in ("X", "stride_x", "BAN", "stride_ban", "SEED", "T_PTR", "P_PTR", "MINP_PTR",
-                                "PMAX", "MASS", "ZP")}
-    csig.update({"CS": "*i64", "GV": "*fp32", "GI": "*i64", "OUT": "*i64", "B": "i32", "V": "i32",
-                 "NCH": "i32", "step": "i32", "t_val": "fp32", "p_val": "fp32", "omp_val": "fp32",
-                 "minp_val": "fp32", "NCH1": "i32", "NCHZ": "i32", "NCH_IN": "i32", "GSZ": "i32", "MSZ": "i32"})
-    cases, seen = [], set()
-    for use_p, use_minp in ((True, False), (False, True)):
-        kw = {**base, "USE_P": use_p, "USE_MINP": use_minp}
-        sched = chain_schedule(b, v, cfg, use_p, interp=False)
-        for kern, _grid, n, c, ckw in _chain_launches(b, cfg, sched, kw, draw2=use_minp):
-            ckw = {k: val for k, val in ckw.items() if k not in ("_NCH_IN", "num_warps")}
-            key = (kern.fn.__name__ if hasattr(kern, "fn") else str(kern), tuple(sorted(ckw.items())))
-            if key in seen:
-                continue
-            seen.add(key)
-            sig = {**csig, **({"N_LOOP": "i32"} if n > 1 else {}), **{k: "constexpr" for k in ckw}}
-            loop = " loop" if n > 1 else ""
-            cases.append({"name": f"sample chain{loop} PREV={ckw['PREV']} CUR={ckw['CUR']} top-p={use_p} "
-                                  f"min-p={use_minp} NP={c['NP']} CHUNK={c['CHUNK']} B={b} V={v}",
-                          "fn": kern, "signature": sig, "constexprs": ckw, "num_warps": c["num_warps"]})
-        if sched[-1]["NCH"] > 1 and ("pick", sched[-1]["NCHB"]) not in seen:
-            seen.add(("pick", sched[-1]["NCHB"]))
-            frows = _pick_rows(b, sched[-1]["NCHB"])
-            cases.append({"name": f"sample pick OPEN=True top-p={use_p} B={b} V={v}", "fn": _pick_kernel,
-                          "signature": {"GV": "*fp32", "GI": "*i64", "OUT": "*i64", "B": "i32", "NCH": "i32",
-                                        "ROWS": "constexpr", "NCHB": "constexpr", "OPEN": "constexpr"},
-                          "constexprs": {"ROWS": frows, "NCHB": sched[-1]["NCHB"], "OPEN": True}, "num_warps": 4})
-    return cases
-
-
-def _extra_chain_aot_cases() -> list[dict[str, Any]]:
-    """:func:`_chain_aot_cases` (and launch 1 with the winner) at :data:`CHAIN_AOT_SHAPES`."""
-    cases = []
-    for b, v in CHAIN_AOT_SHAPES:
-        full = [c for c in _search_aot_cases_at(((b, v),)) if "top-p-only" in c["name"] or "chain" in c["name"]
-                or "pick OPEN=True" in c["name"]]
-        cases += full
     return cases
 
 
@@ -1890,4 +1682,4 @@ def aot_cases() -> list[dict[str, Any]]:
                           # gfx942/gfx950 7-13 SGPRs spilled. triton 3.6 (the H200's, timed): sm_90 0-8 B;
                           # gfx942 22-25 VGPRs at 16 warps (the pivot-search tail of before: 13), 16-30 SGPRs at 8.
                           "known_spill": "sm_90 stack <= 16 B / gfx SGPR spills in the register-resident top-k draw"})
-    return cases + _search_aot_cases() + _extra_chain_aot_cases()
+    return cases + _search_aot_cases()
