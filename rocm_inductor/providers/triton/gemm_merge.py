@@ -661,8 +661,13 @@ def short_configs(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: 
         out += [c for c in deep_dot_configs(m, ns, k, dtype, sms, warp) if c.num_stages == 5]
         bm = 16 if m <= 16 else 32
         out += [Config(bm, 64, bk, 1, 8, 3, True) for bn, bk, w in tiles(bm, k, dtype, warp) if (bn, w) == (64, 8)]
+    return _distinct_fitting(out, warp)
+
+
+def _distinct_fitting(configs: list[Config], warp: int) -> list[Config]:
+    """``configs`` in order without repeats and without those over ``MAX_THREADS`` threads at ``warp``."""
     seen, kept = set(), []
-    for c in out:
+    for c in configs:
         if c not in seen and c.num_warps * warp <= MAX_THREADS:
             seen.add(c)
             kept.append(c)
@@ -704,12 +709,7 @@ def candidates(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int
         if full:
             out.append(min(full, key=lambda c: (abs(c.block_n * c.block_k / (c.num_warps * warp) - 64),
                                                 c.split_k, not c.evict, c.num_warps)))
-    seen, kept = set(), []
-    for c in out:
-        if c not in seen and c.num_warps * warp <= MAX_THREADS:
-            seen.add(c)
-            kept.append(c)
-    return kept
+    return _distinct_fitting(out, warp)
 
 
 # ---------------------------------------------------------------------------------------------- launch
