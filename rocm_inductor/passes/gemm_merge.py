@@ -28,7 +28,8 @@ Inputs computed late (a weight cast or built inside each ``Linear.forward``: ``s
 autocast, a LoRA-merged ``w + a @ b``, placed after the previous projection's output is already used) are
 moved before that first use when they read no member's output (:func:`_hoist`); otherwise: near-miss.
 A single GEMM of its activation in a decode bucket (o_proj, down_proj, lm_head, gpt-fast's fused ``wqkv``)
-is offered to the providers as a one-weight ``merged_gemm`` (a provider choice, not a merge): the Triton
+is offered to the providers as a one-weight ``merged_gemm`` (a provider choice, not a merge; also when its
+activation feeds a GEMM the op cannot express, e.g. an ``addmm`` with beta != 1, reported above): the Triton
 provider takes it only where its measured table has that (M bucket, K, N, dtype, GPU) and ours beat cuBLAS
 (``providers/triton/gemm_merge.py: measured_single``); the reference provider never does. Reported as a match
 ("single GEMM, N ..., bucket M=..."), or as a near-miss with the numbers where the table measured cuBLAS
@@ -261,10 +262,9 @@ class GemmMergePass:
                     why = _not_a_bucket(d)
                 ctx.near_miss(g.node.name, NearMiss(self.name, WHAT, why, location_of(g.node)))
         singles = []
-        for key, gemms in groups.items():
-            if len(gemms) < 2:
-                if key not in refused:  # alone of its activation (no GEMM of it the op cannot express either)
-                    singles.append(gemms[0])
+        for gemms in groups.values():
+            if len(gemms) < 2:  # alone of its activation among the GEMMs the op can express (a refused
+                singles.append(gemms[0])  # addmm next to it is reported above; this one is still a single)
                 continue
             act = _val(gemms[0].act)
             where = location_of(gemms[0].node)
