@@ -118,6 +118,16 @@ def test_weight_views_and_layouts(tmp_path, monkeypatch):
     assert c.after[MM] == 1 and not c.report.near_misses
 
 
+def test_measured_slower_single_with_a_kn_weight_is_not_silent(tmp_path, monkeypatch):
+    """Bug: ``x @ w`` of a (K, N) parameter where the table measured cuBLAS faster was silent: the provider's
+    layout refusal (K stride != 1) came before the measured loss, and the pass reports only the latter."""
+    torch.manual_seed(0)
+    wkn = _w(K, N)
+    _table(tmp_path, monkeypatch, _entry(ours=3.0))
+    c = _run(lambda x: x @ wkn, torch.randn(4, K))
+    assert c.after[MM] == 1 and len(_slower(c)) == 1 and "3.00 vs cuBLAS 2.00 us" in _slower(c)[0]
+
+
 def test_chains_and_a_single_next_to_a_merge(tmp_path, monkeypatch):
     """o_proj -> down_proj (a single reads the previous single's output, 3-D activations) and q/k/v merged
     next to an o_proj single and a single reading a merge output (v -> w_v2)."""
