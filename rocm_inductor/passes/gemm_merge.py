@@ -33,7 +33,8 @@ activation feeds a GEMM the op cannot express, e.g. an ``addmm`` with beta != 1,
 provider takes it only where its measured table has that (M bucket, K, N, dtype, GPU) and ours beat cuBLAS
 (``providers/triton/gemm_merge.py: measured_single``); the reference provider never does. Reported as a match
 ("single GEMM, N ..., bucket M=..."), or as a near-miss with the numbers where the table measured cuBLAS
-faster; an unmeasured single stays silent (and with Inductor), on CPU / the interpreter too.
+faster (or with the limit where it measured ours faster but the provider cannot take it: ``x @ w`` of a (K, N)
+weight); an unmeasured single stays silent (and with Inductor), on CPU / the interpreter too.
 Left alone silently: an unmeasured single GEMM (gpt-fast's already fused ``wqkv`` on every table so far),
 ``bmm``/``baddbmm`` (attention), scaled/int8 GEMMs, training graphs' GEMMs whose inputs are also saved
 (merging them is still exact, but the pass targets inference and does not look at them differently).
@@ -60,7 +61,7 @@ import torch
 from torch.fx import Graph, Node
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from ..ops.gemm_merge import DTYPES, MAX_WEIGHTS, SINGLE_SLOWER, merged_gemm_spec
+from ..ops.gemm_merge import DTYPES, MAX_WEIGHTS, SINGLE_REFUSED, SINGLE_SLOWER, merged_gemm_spec
 from ..report import Match as MatchRecord
 from ..report import NearMiss, dtype_name, location_of
 from .canonicalize import fake_eval
@@ -362,8 +363,8 @@ class GemmMergePass:
         choice = ctx.choose("merged_gemm", spec)
         ns = "/".join(str(w.shape[0]) for w in weights_val)  # symbolic N as its expression, not None
         if choice.provider is None:
-            if single:  # reported only where the table measured it and cuBLAS won
-                if SINGLE_SLOWER in choice.why_not:
+            if single:  # reported only where the table measured it (cuBLAS won, or another limit refused it)
+                if SINGLE_SLOWER in choice.why_not or SINGLE_REFUSED in choice.why_not:
                     ctx.near_miss(anchor, NearMiss(self.name, WHAT_SINGLE, f"K={_val(x).shape[1]} N {ns}: "
                                                    f"{choice.why_not}", where))
                 return

@@ -437,7 +437,12 @@ def check(spec: dict[str, Any]) -> str | None:
         if why is not None:
             return why
     if not all(spec.get("weight_k_contiguous", ())):
-        return "a weight is not contiguous along K (the kernel streams (N, K) rows with unit K stride)"
+        why = "a weight is not contiguous along K (the kernel streams (N, K) rows with unit K stride)"
+        if spec.get("count") == 1:
+            from ...ops.gemm_merge import SINGLE_REFUSED
+
+            return f"{SINGLE_REFUSED}: {why}"
+        return why
     return None if spec.get("count") == 1 else measured_loss(spec)
 
 
