@@ -18,7 +18,8 @@ Compile-time spec keys read by providers' ``check`` (built by :func:`merged_gemm
 A single GEMM (``count == 1``) is a speed decision, not a merge: a provider takes it only where its own
 measurements say it beats cuBLAS for that shape, and refuses it with a reason starting with
 :data:`SINGLE_SLOWER` (measured, cuBLAS won: the pass reports a near-miss with the numbers) or
-:data:`SINGLE_UNMEASURED` (no measurement: the pass stays silent, so unmeasured projections add no noise).
+:data:`SINGLE_UNMEASURED` (no measurement: the pass stays silent, so unmeasured projections add no noise) or
+:data:`SINGLE_REFUSED` (measured faster, refused for another limit such as a (K, N) weight: reported).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ MAX_WEIGHTS = 4
 SINGLE_SLOWER = "single GEMM measured no faster than cuBLAS"
 #: Reason prefix of a provider refusing a single GEMM it has no measurement for (not reported).
 SINGLE_UNMEASURED = "single GEMM not measured"
+#: Reason prefix of a provider refusing a single GEMM it measured faster, for another limit (e.g. the weight's
+#: layout; reported, with that limit).
+SINGLE_REFUSED = "single GEMM measured faster than cuBLAS, but refused"
 
 
 def _validate(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor | None]) -> None:

@@ -28,11 +28,13 @@ Inputs computed late (a weight cast or built inside each ``Linear.forward``: ``s
 autocast, a LoRA-merged ``w + a @ b``, placed after the previous projection's output is already used) are
 moved before that first use when they read no member's output (:func:`_hoist`); otherwise: near-miss.
 A single GEMM of its activation in a decode bucket (o_proj, down_proj, lm_head, gpt-fast's fused ``wqkv``)
-is offered to the providers as a one-weight ``merged_gemm`` (a provider choice, not a merge): the Triton
+is offered to the providers as a one-weight ``merged_gemm`` (a provider choice, not a merge; also when its
+activation feeds a GEMM the op cannot express, e.g. an ``addmm`` with beta != 1, reported above): the Triton
 provider takes it only where its measured table has that (M bucket, K, N, dtype, GPU) and ours beat cuBLAS
 (``providers/triton/gemm_merge.py: measured_single``); the reference provider never does. Reported as a match
 ("single GEMM, N ..., bucket M=..."), or as a near-miss with the numbers where the table measured cuBLAS
-faster; an unmeasured single stays silent (and with Inductor), on CPU / the interpreter too.
+faster (or with the limit where it measured ours faster but the provider cannot take it: ``x @ w`` of a (K, N)
+weight); an unmeasured single stays silent (and with Inductor), on CPU / the interpreter too.
 Left alone silently: an unmeasured single GEMM (gpt-fast's already fused ``wqkv`` on every table so far),
 ``bmm``/``baddbmm`` (attention), scaled/int8 GEMMs, training graphs' GEMMs whose inputs are also saved
 (merging them is still exact, but the pass targets inference and does not look at them differently).
@@ -59,7 +61,7 @@ import torch
 from torch.fx import Graph, Node
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from ..ops.gemm_merge import DTYPES, MAX_WEIGHTS, SINGLE_SLOWER, merged_gemm_spec
+from ..ops.gemm_merge import DTYPES, MAX_WEIGHTS, SINGLE_REFUSED, SINGLE_SLOWER, merged_gemm_spec
 from ..report import Match as MatchRecord
 from ..report import NearMiss, dtype_name, location_of
 from .canonicalize import fake_eval
@@ -261,10 +263,9 @@ class GemmMergePass:
                     why = _not_a_bucket(d)
                 ctx.near_miss(g.node.name, NearMiss(self.name, WHAT, why, location_of(g.node)))
         singles = []
-        for key, gemms in groups.items():
-            if len(gemms) < 2:
-                if key not in refused:  # alone of its activation (no GEMM of it the op cannot express either)
-                    singles.append(gemms[0])
+        for gemms in groups.values():
+            if len(gemms) < 2:  # alone of its activation among the GEMMs the op can express (a refused
+                singles.append(gemms[0])  # addmm next to it is reported above; this one is still a single)
                 continue
             act = _val(gemms[0].act)
             where = location_of(gemms[0].node)
@@ -362,8 +363,8 @@ class GemmMergePass:
         choice = ctx.choose("merged_gemm", spec)
         ns = "/".join(str(w.shape[0]) for w in weights_val)  # symbolic N as its expression, not None
         if choice.provider is None:
-            if single:  # reported only where the table measured it and cuBLAS won
-                if SINGLE_SLOWER in choice.why_not:
+            if single:  # reported only where the table measured it (cuBLAS won, or another limit refused it)
+                if SINGLE_SLOWER in choice.why_not or SINGLE_REFUSED in choice.why_not:
                     ctx.near_miss(anchor, NearMiss(self.name, WHAT_SINGLE, f"K={_val(x).shape[1]} N {ns}: "
                                                    f"{choice.why_not}", where))
                 return

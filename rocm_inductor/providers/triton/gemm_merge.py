@@ -432,11 +432,18 @@ def check(spec: dict[str, Any]) -> str | None:
         return f"{spec.get('count')} weights; one launch takes 1-{MAX_WEIGHTS}"
     if spec.get("k") is None or any(n is None for n in spec.get("ns", (None,))):
         return "K or an N is symbolic (weights have static shapes in every model we target)"
+    if spec.get("count") == 1:  # before the layout check: a measured loss is reported whatever the layout
+        why = measured_single(spec)
+        if why is not None:
+            return why
     if not all(spec.get("weight_k_contiguous", ())):
-        return "a weight is not contiguous along K (the kernel streams (N, K) rows with unit K stride)"
-    if spec.get("count") == 1:
-        return measured_single(spec)
-    return measured_loss(spec)
+        why = "a weight is not contiguous along K (the kernel streams (N, K) rows with unit K stride)"
+        if spec.get("count") == 1:
+            from ...ops.gemm_merge import SINGLE_REFUSED
+
+            return f"{SINGLE_REFUSED}: {why}"
+        return why
+    return None if spec.get("count") == 1 else measured_loss(spec)
 
 
 # ---------------------------------------------------------------------------------------------- configs
