@@ -70,7 +70,7 @@ two chain launches 29 / 26 us; the rest 1.7-4.4 us each. Every program that stil
 partials of the previous pass (NCH x NP values) on top of its chunk.
 Session 4 (same GPU and versions, benchmarks/results/sampling_final4_variants.csv): per-launch chunk / pivot
 schedules for the chain (finer chunks once few rows are open) and a looping tail (one program per row running
-the remaining passes) were built and timed: finer chunks were slower at V >= 128256 and the looping tail 3-10x
+the remaining passes) were built and timed: finer chunks were slower at V >= 128256 and the looping tail 2-20x
 slower everywhere (155-2624 us), and the restructured launcher cost ~10 us at V=32000; they were reverted. Kept:
 lane accumulators from ``B * V >= LANE_WORK`` and the NP-ary candidate pivot (:func:`_winner_pivot`). At
 B=32 / 64 launches 2 and 3 are the largest after launch 1 (CUPTI, V=32000 B=64: 10.5 | 20.1, 15.3, 4.6, then
@@ -231,15 +231,20 @@ def check(spec: dict[str, Any]) -> str | None:
     return None
 
 
+def _passes_to_width_one(ways: int) -> int:
+    """Passes that shrink a 2^32-wide key interval to width 1 when each leaves at most ``ceil(d / ways)``."""
+    d, n = 2**32, 0
+    while d > 1:
+        d, n = -(-d // ways), n + 1
+    return n
+
+
 def search_passes(npiv: int) -> int:
     """Passes of the (npiv+1)-ary search that always shrink a 2^32-wide key interval to width 1.
 
     A pass leaves an interval no wider than ``ceil(d / (npiv + 1))`` (pivots ``lo + d*j // (npiv+1)``).
     """
-    d, n = 2**32, 0
-    while d > 1:
-        d, n = -(-d // (npiv + 1)), n + 1
-    return n
+    return _passes_to_width_one(npiv + 1)
 
 
 def winner_passes(npiv: int) -> int:
@@ -252,10 +257,7 @@ def winner_passes(npiv: int) -> int:
     """
     if npiv < 2:
         raise ValueError(f"the chain needs >= 2 pivots per pass, got {npiv}")
-    d, n = 2**32, 0
-    while d > 1:
-        d, n = -(-d // npiv), n + 1
-    return n
+    return _passes_to_width_one(npiv)
 
 
 def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None = None) -> dict[str, int]:
@@ -778,13 +780,14 @@ def _winner_pivot(lo, hi, wk, NP: tl.constexpr):
     w1 = wk + 1
     inside = (w1 > lo) & (w1 < hi)
     j = tl.arange(0, NP).to(tl.int64) + 1
-    dj = (hi - lo)[:, None] * j[None, :]
-    # Two constant divisions (multiply-shift), one unsigned (dj >= 0): LLVM folds a select of two signed
-    # divisions of one dividend into one division by the selected divisor, a 64-bit division subroutine
-    # (div.s64 in the sm_90 PTX) that cost ~10 us per call at V=32000 B=32 / 64 on the H200 (2026-12-01).
-    piv = lo[:, None] + tl.where(inside[:, None], (dj.to(tl.uint64) // NP).to(tl.int64), dj // (NP + 1))
+    # NP-ary pivots by an unsigned constant division (d*j >= 0) beside _pivots' signed one: LLVM folds a select
+    # of two signed divisions of one dividend into one division by the selected divisor, a 64-bit division
+    # subroutine (div.s64 in the sm_90 PTX) that cost ~10 us per call at V=32000 B=32 / 64 on the H200
+    # (2026-12-01; tests/test_sampling_chain.py checks the PTX).
+    even = (lo[:, None] + (((hi - lo)[:, None] * j[None, :]).to(tl.uint64) // NP).to(tl.int64)).to(tl.int32)
+    piv = tl.where(inside[:, None], even, _pivots(lo, hi, NP))
     last = (j == NP)[None, :]
-    return tl.where(last & inside[:, None], w1[:, None], piv).to(tl.int32)
+    return tl.where(last & inside[:, None], w1.to(tl.int32)[:, None], piv)
 
 
 _NEED = tl.constexpr(-(2**40))  # candidate state: "drawn by this launch, in its GV/GI partials"
