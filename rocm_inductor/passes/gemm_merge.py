@@ -298,8 +298,9 @@ class GemmMergePass:
     def _single(self, graph: Graph, ctx: PassContext, g: _Gemm, order: dict) -> None:
         """A lone GEMM of its activation in a decode bucket, offered to the providers as a one-weight
         ``merged_gemm``: taken only where a provider's measurements say it beats cuBLAS (the Triton provider's
-        table: ``measured_single``); a refusal is reported only when it was measured (cuBLAS won), so
-        unmeasured projections stay silent. Outside a bucket or of another dtype: silent too."""
+        table: ``measured_single``); a refusal is reported only when it was measured (cuBLAS won, or ours won but
+        another limit refused it), so unmeasured projections stay silent. Outside a bucket or of another dtype:
+        silent too."""
         from ..lowerings.gemm_buckets import decide
 
         act = _val(g.act)

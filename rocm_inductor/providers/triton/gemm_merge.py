@@ -336,6 +336,16 @@ def table_config(m: int, k: int, ns: tuple[int, ...], dtype: torch.dtype, device
     return None
 
 
+def _bucket_entries(entries: list[dict], m: int | None, hi: int, beyond: dict | None) -> list[dict]:
+    """The table rows (sorted by M) that decide an M bucket: the smallest measured M >= ``hi`` for a static
+    ``m``; every row up to it for a symbolic M (``hi`` its upper bound: taken only if it wins at every M it may
+    run). ``beyond``: the row to use when no measured M reaches ``hi`` (None: no rows)."""
+    cover = next((e for e in entries if e["m"] >= hi), beyond)
+    if cover is None:
+        return []
+    return [cover] if m is not None else [e for e in entries if e["m"] <= cover["m"]]
+
+
 def measured_loss(spec: dict[str, Any], device: str | None = None) -> str | None:
     """Why the table says not to take this merge on this GPU (None: take it).
 
@@ -360,9 +370,7 @@ def measured_loss(spec: dict[str, Any], device: str | None = None) -> str | None
     hi = m if m is not None else spec.get("m_upper")
     if hi is None:
         return None
-    cover = next((e for e in entries if e["m"] >= hi), entries[-1])
-    look = [cover] if m is not None else [e for e in entries if e["m"] <= cover["m"]]
-    for e in look:
+    for e in _bucket_entries(entries, m, hi, entries[-1]):
         if e["ours_us"] >= e["separate_us"]:
             return (f"measured slower than separate cuBLAS GEMMs on {e['device']} at M={e['m']}: "
                     f"{e['ours_us']:.1f} vs {e['separate_us']:.1f} us (gemm_merge_tuned.json)")
@@ -396,10 +404,9 @@ def measured_single(spec: dict[str, Any], device: str | None = None) -> str | No
         return f"{SINGLE_UNMEASURED}: symbolic K/N or unbounded M"
     device = device or _device_name() or "cpu"
     entries = table_entries(k, tuple(ns), dt, device)
-    cover = next((e for e in entries if e["m"] >= hi), None)
-    if cover is None:
+    look = _bucket_entries(entries, spec.get("m"), hi, None)
+    if not look:
         return f"{SINGLE_UNMEASURED}: K={k} N={ns[0]} M<={hi} on {device}"
-    look = [cover] if spec.get("m") is not None else [e for e in entries if e["m"] <= cover["m"]]
     for e in look:
         if e["ours_us"] >= e["separate_us"] * (1 - SINGLE_MIN_GAIN):
             return (f"{SINGLE_SLOWER} (by > {SINGLE_MIN_GAIN:.0%}) on {e['device']} at M={e['m']}: "
@@ -432,18 +439,19 @@ def check(spec: dict[str, Any]) -> str | None:
         return f"{spec.get('count')} weights; one launch takes 1-{MAX_WEIGHTS}"
     if spec.get("k") is None or any(n is None for n in spec.get("ns", (None,))):
         return "K or an N is symbolic (weights have static shapes in every model we target)"
-    if spec.get("count") == 1:  # before the layout check: a measured loss is reported whatever the layout
+    single = spec.get("count") == 1
+    if single:  # before the layout check: a measured loss is reported whatever the layout
         why = measured_single(spec)
         if why is not None:
             return why
     if not all(spec.get("weight_k_contiguous", ())):
         why = "a weight is not contiguous along K (the kernel streams (N, K) rows with unit K stride)"
-        if spec.get("count") == 1:
+        if single:
             from ...ops.gemm_merge import SINGLE_REFUSED
 
             return f"{SINGLE_REFUSED}: {why}"
         return why
-    return None if spec.get("count") == 1 else measured_loss(spec)
+    return None if single else measured_loss(spec)
 
 
 # ---------------------------------------------------------------------------------------------- configs
