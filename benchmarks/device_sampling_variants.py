@@ -10,8 +10,9 @@ config ``ours+<variant>``); ``best`` reads that CSV, picks the fastest variant p
 a CUPTI breakdown (torch.profiler) of the best at V=128256 B=32 and V=32000 B=64, and a token-equality check
 of every variant against the plain search (``WINNER = False``) at B=64, 4 seeds. Variants: JSON
 ``{"name": {module attr: value}}`` (knobs of ``rocm_inductor.providers.triton.sampling``).
+Knobs named ``rows.X`` belong to ``sampling_rows`` (the one-program-per-row kernel).
 ``TOPP_DEV=cpu TOPP_SCALE=64`` (with TRITON_INTERPRET=1): a dry run on tiny shapes, no timing. ``TOPP_BS``:
-the batches (default 1,8,32,64; 32 and 64 are needed by ``best``).
+the batches (default 1,8,32,64; 32 and 64 are needed by ``best``). ``TOPP_MINP=1``: min-p 0.1 at every (V, B).
 """
 import argparse
 import collections
@@ -33,6 +34,7 @@ sys.path.insert(0, os.path.join(a.tree, "benchmarks"))
 from timing import graph_time_us, kernel_breakdown  # noqa: E402
 
 from rocm_inductor.providers.triton import sampling as S  # noqa: E402
+from rocm_inductor.providers.triton import sampling_rows as R  # noqa: E402
 
 DEV = os.environ.get("TOPP_DEV", "cuda")
 SCALE = int(os.environ.get("TOPP_SCALE", "1"))
@@ -40,16 +42,23 @@ VS = [v // SCALE for v in (32000, 128256, 151936)]
 BS = tuple(int(b) for b in os.environ.get("TOPP_BS", "1,8,32,64").split(","))  # TOPP_BS: a subset
 FILTERS = {"top_p0.9": (0, 0.9, 0.0), "min_p0.1": (0, 1.0, 0.1), "hf_k50_p0.9": (50, 0.9, 0.0)}
 VARIANTS = json.loads(a.variants)
-DEFAULTS = {k: getattr(S, k) for attrs in VARIANTS.values() for k in attrs}
+
+
+def _owner(attr):
+    """The module a variant's knob belongs to: ``sampling`` by default, ``rows.X``: ``sampling_rows``."""
+    return (R, attr[5:]) if attr.startswith("rows.") else (S, attr)
+
+
+DEFAULTS = {k: getattr(*_owner(k)) for attrs in VARIANTS.values() for k in attrs}
 torch.manual_seed(0)
 XS = {(v, b): torch.randn(b, v, device=DEV) * 3 for v in VS for b in BS}
 
 
 def use(name):
     for k, val in DEFAULTS.items():
-        setattr(S, k, val)
+        setattr(*_owner(k), val)
     for k, val in VARIANTS[name].items():
-        setattr(S, k, val)
+        setattr(*_owner(k), val)
 
 
 def make(x, k, p, mp, seed=None):
@@ -62,7 +71,11 @@ def make(x, k, p, mp, seed=None):
 def cases():
     for (v, b) in XS:
         yield v, b, "top_p0.9"
-    yield VS[1], 64, "min_p0.1"
+    if os.environ.get("TOPP_MINP") == "1":  # min-p at every (V, B)
+        for (v, b) in XS:
+            yield v, b, "min_p0.1"
+    else:
+        yield VS[1], 64, "min_p0.1"
 
 
 def timed(fn):

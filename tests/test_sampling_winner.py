@@ -16,6 +16,14 @@ from scipy.stats import chisquare
 
 from rocm_inductor.providers.reference_sampling import exact_distribution
 from rocm_inductor.providers.triton import sampling as S
+from rocm_inductor.providers.triton import sampling_rows
+
+
+@pytest.fixture(autouse=True)
+def _chain_path(monkeypatch):
+    """These tests are about the multi-launch chain: keep the one-program-per-row kernel out."""
+    monkeypatch.setattr(sampling_rows, "ROW_PATH", False)
+
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 _G = torch.Generator().manual_seed(5)

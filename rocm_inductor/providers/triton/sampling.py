@@ -1483,6 +1483,11 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     if fast_path_ok(b, v, ks, top_k_value, use_p, top_k_first):
         return _sample_topk(x, seed, ts, top_k_value, ps, mps, ban_t, ban_stride, use_p, use_minp, is_probs,
                             scalars, out)
+    if WINNER and not use_k and (use_p or use_minp):
+        from .sampling_rows import row_path, sample_rows  # imports this module's helpers
+
+        if row_path(b, v, use_p):
+            return sample_rows(x, seed, ts, ps, mps, ban_t, ban_stride, use_p, use_minp, is_probs, scalars, out)
     cfg = launch_config(b, v)
     nch, npiv, rows = cfg["NCH"], cfg["NP"], cfg["ROWS"]
     passes = search_passes(npiv)

@@ -1,0 +1,414 @@
+"""Triton sampler, one program per row: top-p and/or min-p without top-k in a single launch (issue 14).
+
+Same meaning, noise and tokens as :mod:`rocm_inductor.providers.triton.sampling`'s restricted-winner chain
+(module docstring there: int32 order-preserving keys, HF top-p ``t`` = the largest key whose strictly-lower
+mass is ``<= (1 - p) * Z``, min-p ``exp(s - max) >= min_p``, Gumbel-max draw with Philox noise of (seed,
+column, row)), but each row's decisions run in one program, so the chain's per-launch row state and its
+fixed launch sequence (``P + 2`` launches, ~2.5 us each at small V) become a loop inside one kernel:
+
+1. one pass over the row: the max of ``s = x / T``, the whole-row Gumbel winner ``c`` (greedy rows:
+   temperature <= 0 or a non-finite max take it at once, as the chain does) and every column's score;
+2. while the row is open: ``c`` lies in ``S(lo) = {key >= lo} & min-p`` for a lower bound ``lo <= t``, so it
+   is the draw's answer iff ``key(c) >= t``, i.e. iff the mass of ``{key <= key(c)}`` exceeds ``(1 - p) Z``
+   (one pass: that mass and ``Z``; skipped for the row max, always kept). A kept ``c`` closes the row;
+   a rejected one proves ``t > key(c)``: ``lo = key(c) + 1`` and one more pass draws the Gumbel-max over the
+   new ``S(lo)`` with the same noise (the stored scores; a ``c`` that fails min-p, possible only for the
+   first, is redrawn inside min-p without moving ``lo``).
+3. after :data:`ROW_TRIES` redraws the row runs the exact (NP+1)-ary search of ``t`` over ``[lo, key_max]``
+   and one draw over ``{key >= t}`` (bounded: :func:`..sampling.search_passes` passes), so no input makes
+   the loop long. With p = 0.9 a candidate is rejected with probability <= 0.1, so the expected cost is
+   about three passes over the row (the first from HBM, the others from L2).
+
+Measured (H200, see :data:`ROW_PATH`'s constants): top-p 0.9 alone at V=32000 B = 1 / 8 / 32 / 64 11.8 /
+19.1 / 26.4 / 31.9 us (the chain: 22.0 / 27.5 / 48.2 / 63.2; FlashInfer 0.6.18, the fastest measured, 22.6 /
+27.5 / 31.9 / 34.0 in an earlier run, RESULTS.md); the same tokens as the plain search at B=64 for V in
+{32000, 128256, 151936}.
+
+Every pass streams the row in tiles of ``BLOCK`` columns with per-lane accumulators reduced once; masses
+are float32 lane sums in a fixed order (deterministic: the same seed gives the same token). The token equals
+the chain's except where the top-p boundary lies within float32 rounding of the differently ordered sums.
+
+Two launches: the first pass runs split over chunks of the row (:func:`_first_kernel`, all SMs busy at any
+B: the Philox noise is most of its work) and stores every column's draw score ``s + g`` (float32, B x V of
+scratch), so the row kernel's redraws read scores instead of recomputing noise; the row kernel reduces the
+chunks' partials and runs steps 2-3.
+
+Where it runs (:func:`row_path`): where it measured faster than the chain (small V at every B, and B >= 64):
+one program per row re-reads a 128k+ row alone, which the chain's split passes do faster at B <= 32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from .sampling import (
+    _KEY_MIN,
+    _key,
+    _load,
+    _load_at,
+    _mass_below,
+    _narrow,
+    _noise,
+    _pivots,
+    _row_min_p,
+    _row_temperature,
+    _row_top_p,
+)
+
+#: True / False: the row path for every (B, V) without top-k (tests); None: :func:`row_path` decides.
+ROW_PATH: bool | None = None
+#: :func:`row_path`'s rule, from the H200 (2026-12-01, torch 2.11, triton 3.6, float32 ``randn * 3`` logits, T=0.7,
+#: op in a CUDA graph; benchmarks/results/sampling_rows_session5.csv), us, chain -> rows: top-p 0.9 at V=32000
+#: B = 1 / 8 / 32 / 64 22.0 / 27.5 / 48.2 / 63.2 -> 11.8 / 19.1 / 26.4 / 31.9; V=128256 B=64 119.7 -> 104.3,
+#: V=151936 B=64 155.3 -> 122.1, but at V >= 128256 and B <= 32 the chain wins (B=1 24.4 vs 29.3, B=32 77.9 vs
+#: 79.5: one program per row re-reads a long row alone). Min-p 0.1 alone: V=32000 B=32 / 64 17.8 / 26.8 ->
+#: 17.4 / 20.2, B <= 8 the chain (9.9 / 11.5 vs 10.3 / 15.0); V=151936 B=64 92.2 -> 87.2 (V=128256 B=64 a tie).
+ROW_MAX_V = 65536
+ROW_MIN_B_WIDE = 64
+ROW_MIN_B_MINP = 32
+#: GPU: columns per tile of the row kernel's passes (``_WIDE``: V > ROW_MAX_V) and its warps (16 * 64 = 1024:
+#: the ROCm work-group limit). Same run: 8192 / 16 warps best at V=32000 (B=32 26.4 us; 4096 / 8 warps 31.4),
+#: 16384 at V >= 128256, B=64 (104.3 / 122.1; 8192: 113.0 / 135.0).
+ROW_BLOCK = 8192
+ROW_BLOCK_WIDE = 16384
+ROW_WARPS = 16
+#: GPU: the first pass (max, whole-row winner, the scores) runs split over chunks (:func:`_first_kernel`),
+#: ``CHUNK = clamp(next_pow2(B * V / ROW_TARGET_PROGRAMS), ROW_MIN_CHUNK, ROW_MAX_CHUNK)`` unless ROW_CHUNK
+#: forces one (0: the row's program runs it). Same run, V=32000 top-p, chunk 2048 / 4096 / 8192: B=1 11.8 /
+#: 12.8 / 15.7, B=32 27.1 / 26.4 / 28.0, B=64 32.8 / 32.5 / 31.9; unsplit 22.4 (B=1) .. 35.4 (B=64).
+ROW_CHUNK: int | None = None
+ROW_TARGET_PROGRAMS = 256
+ROW_MIN_CHUNK = 2048
+ROW_MAX_CHUNK = 4096
+ROW_BLOCK1 = 2048
+ROW_WARPS1 = 4
+#: Redraws before the exact search takes over (tests set 0 to exercise it).
+ROW_TRIES = 4
+#: Pivots per pass of that search.
+ROW_NP = 8
+#: Under ``TRITON_INTERPRET=1`` (CPU tests) numpy pays per op, not per element: one wide tile and many rows per
+#: program (``ROWS * BLOCK`` up to Triton's 2^20-element limit); on a GPU one row per program.
+INTERP_ROW_BLOCK = 1 << 16
+INTERP_TILE = 1 << 20
+INTERP_ROW_CHUNK: int | None = None
+
+
+def row_path(b: int, v: int, use_p: bool) -> bool:
+    """Whether a (b, v) batch without top-k (top-p and/or min-p: ``use_p`` says whether top-p is on) takes the
+    one-program-per-row kernel: :data:`ROW_PATH` when set, else where it measured faster (see ROW_MAX_V):
+    top-p at ``v <= ROW_MAX_V`` or ``b >= ROW_MIN_B_WIDE``; min-p alone at ``b >= ROW_MIN_B_WIDE`` or
+    ``b >= ROW_MIN_B_MINP`` with ``v <= ROW_MAX_V``."""
+    if ROW_PATH is not None:
+        return bool(ROW_PATH)
+    if b >= ROW_MIN_B_WIDE:
+        return True
+    return v <= ROW_MAX_V and (use_p or b >= ROW_MIN_B_MINP)
+
+
+def row_config(b: int, v: int, interp: bool | None = None) -> dict[str, int]:
+    """Launch shape for a (b, v) batch: ``BLOCK`` (tile columns of the row kernel's passes, a power of two >= 4:
+    the noise takes four columns per Philox call), ``FB`` (the exact search's tile, BLOCK / NP), ``ROWS`` (rows
+    per program: 1 on a GPU), ``num_warps``; the split first pass's ``CHUNK`` (0: none), ``NCH`` chunks per
+    row, ``NCHB`` (next_pow2(NCH), 0 without a split), ``BLOCK1``, ``num_warps1``."""
+    from . import interpreting
+
+    interp = interpreting() if interp is None else interp
+    vp = max(4, triton.next_power_of_2(max(v, 1)))
+    block = min(vp, INTERP_ROW_BLOCK if interp else ROW_BLOCK if v <= ROW_MAX_V else ROW_BLOCK_WIDE)
+    rows = max(1, min(INTERP_TILE // block, triton.next_power_of_2(max(b, 1)))) if interp else 1
+    if interp:
+        chunk = INTERP_ROW_CHUNK or 0
+    elif ROW_CHUNK is not None:
+        chunk = ROW_CHUNK
+    else:
+        chunk = min(max(triton.next_power_of_2(triton.cdiv(b * v, ROW_TARGET_PROGRAMS)), ROW_MIN_CHUNK), ROW_MAX_CHUNK)
+    chunk = min(max(4, triton.next_power_of_2(chunk)), vp) if chunk else 0
+    nch = triton.cdiv(v, chunk) if chunk else 0
+    block1 = min(chunk, block if interp else ROW_BLOCK1) if chunk else 0
+    return dict(BLOCK=block, FB=max(4, block // ROW_NP), NP=ROW_NP, ROWS=rows, num_warps=ROW_WARPS, CHUNK=chunk,
+                NCH=nch, NCHB=triton.next_power_of_2(nch) if nch else 0, BLOCK1=block1, num_warps1=ROW_WARPS1)
+
+
+@triton.jit
+def _lane_fold(score, cols, bv, bi):
+    """Per lane, the running best score and its column (strictly greater wins: the lowest column among ties)."""
+    better = score > bv
+    return tl.where(better, score, bv), tl.where(better, cols, bi)
+
+
+@triton.jit
+def _lane_pick(bv, bi, V):
+    """(ROWS,) column of the best lane: the lowest column among the lanes holding the maximum (all -inf: 0)."""
+    best = tl.max(bv, axis=1)
+    return tl.min(tl.where(bv == best[:, None], bi, V), axis=1).to(tl.int64)
+
+
+@triton.jit
+def _first_pass(X, stride_x, BAN, stride_ban, SC, seed, rows, rmask, c_lo, c_hi, V, t_safe, greedy_t,
+                IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr):
+    """Over columns ``[c_lo, c_hi)`` (c_lo a multiple of BLOCK): (ROWS,) max of ``x / T``, best draw score and
+    its column (the Gumbel winner; temperature <= 0: the argmax of ``x``). Stores every column's draw score
+    ``s + g`` in ``SC`` (float32 (B, V)), so later draws need no Philox."""
+    ar = tl.arange(0, BLOCK)
+    mv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
+    bv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
+    bi = tl.zeros([ROWS, BLOCK], dtype=tl.int32)
+    for c0 in range(c_lo, c_hi, BLOCK):
+        cols = c0 + ar
+        x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
+        y = x / t_safe[:, None]
+        mv = tl.maximum(mv, y)
+        sc = y + _noise(seed, c0, rows, ROWS, BLOCK)
+        tl.store(SC + rows[:, None] * V + cols[None, :], sc, mask=m2)
+        score = tl.where(greedy_t[:, None], x, sc)
+        bv, bi = _lane_fold(tl.where(m2, score, float("-inf")), cols[None, :] + bi * 0, bv, bi)
+    best = tl.max(bv, axis=1)
+    return tl.max(mv, axis=1), best, _lane_pick(bv, bi, V)
+
+
+@triton.jit
+def _first_kernel(X, stride_x, BAN, stride_ban, SEED, T_PTR, SC, PM, PV, PI, B, V, NCH, t_val,
+                  T_ROWS: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr, CHUNK: tl.constexpr,
+                  BLOCK: tl.constexpr, ROWS: tl.constexpr):
+    """Split first pass, program (row block, chunk): the chunk's :func:`_first_pass` partials to
+    ``PM/PV/PI[row, chunk]`` (max, best draw score, its column), scores to ``SC``."""
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rmask = rows < B
+    chunk = tl.program_id(1)
+    seed = tl.load(SEED).to(tl.int64)
+    t = _row_temperature(T_PTR, rows, rmask, t_val, T_ROWS, ROWS)
+    greedy_t = t <= 0.0
+    t_safe = tl.where(greedy_t, 1.0, t)
+    c_lo = chunk * CHUNK
+    m, best, best_i = _first_pass(X, stride_x, BAN, stride_ban, SC, seed, rows, rmask, c_lo,
+                                  tl.minimum(c_lo + CHUNK, V), V,
+                                  t_safe, greedy_t, IS_PROBS, HAS_BAN, BLOCK, ROWS)
+    off = rows * NCH + chunk
+    tl.store(PM + off, m, mask=rmask)
+    tl.store(PV + off, best, mask=rmask)
+    tl.store(PI + off, best_i, mask=rmask)
+
+
+@triton.jit
+def _mass_pass(X, stride_x, BAN, stride_ban, rows, rmask, V, t_safe, m_safe, ck,
+               IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr):
+    """(ROWS,) ``Z = sum exp(s - max)`` and the mass of the keys ``<= ck``."""
+    ar = tl.arange(0, BLOCK)
+    za = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
+    la = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
+    for c0 in range(0, V, BLOCK):
+        x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, c0 + ar, V, IS_PROBS, HAS_BAN)
+        y = x / t_safe[:, None]
+        e = tl.exp(y - m_safe[:, None])
+        za += e
+        la += tl.where(_key(y).to(tl.int64) <= ck[:, None], e, 0.0)
+    return tl.sum(za, axis=1), tl.sum(la, axis=1)
+
+
+@triton.jit
+def _draw_pass(X, stride_x, BAN, stride_ban, SC, rows, rmask, V, t_safe, m_safe, lo, mp,
+               USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr, BLOCK: tl.constexpr,
+               ROWS: tl.constexpr):
+    """(ROWS,) Gumbel-max column over ``{key >= lo}`` (and min-p): the chain's draw with the same noise (the
+    first pass's scores ``SC``, read only where kept)."""
+    ar = tl.arange(0, BLOCK)
+    bv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
+    bi = tl.zeros([ROWS, BLOCK], dtype=tl.int32)
+    for c0 in range(0, V, BLOCK):
+        cols = c0 + ar
+        x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
+        y = x / t_safe[:, None]
+        keep = m2 & (_key(y).to(tl.int64) >= lo[:, None])
+        if USE_MINP:
+            keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
+        score = tl.load(SC + rows[:, None] * V + cols[None, :], mask=keep, other=float("-inf"))
+        bv, bi = _lane_fold(score, cols[None, :] + bi * 0, bv, bi)
+    return _lane_pick(bv, bi, V)
+
+
+@triton.jit
+def _search(X, stride_x, BAN, stride_ban, rows, rmask, V, t_safe, m_safe, lo, hi, thr,
+            IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr, FB: tl.constexpr, NP: tl.constexpr,
+            ROWS: tl.constexpr):
+    """(ROWS,) the top-p threshold ``t`` in ``[lo, hi)``: (NP+1)-ary search on the mass strictly below each
+    pivot (``<= thr`` moves lo up), one pass per step until every interval is one key wide."""
+    ar = tl.arange(0, FB)
+    while tl.max((hi - lo).to(tl.int64), axis=0) > 1:
+        piv = _pivots(lo, hi, NP)
+        mass = tl.zeros([ROWS, NP], dtype=tl.float32)
+        for c0 in range(0, V, FB):
+            x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, c0 + ar, V, IS_PROBS, HAS_BAN)
+            y = x / t_safe[:, None]
+            mass += _mass_below(_key(y), tl.exp(y - m_safe[:, None]), piv)
+        lo, hi = _narrow(lo, hi, piv, mass <= thr[:, None])
+    return lo
+
+
+@triton.jit
+def _row_kernel(
+    X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR, SC, PM, PV, PI, OUT,
+    B, V, NCH, t_val, p_val, omp_val, minp_val,
+    T_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
+    USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
+    BLOCK: tl.constexpr, FB: tl.constexpr, NP: tl.constexpr, TRIES: tl.constexpr, ROWS: tl.constexpr,
+    NCHB: tl.constexpr,
+):
+    """Program i samples rows ``i * ROWS ..`` (module docstring; ROWS = 1 on a GPU); writes ``OUT``. Rows of
+    one program share the loop: a pass runs while any of them needs it, and updates only those.
+    ``NCHB`` 0: the first pass runs here; else :func:`_first_kernel` ran it in ``NCH`` chunks per row
+    (partials ``PM/PV/PI``, NCHB = next_pow2(NCH))."""
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rmask = rows < B
+    t = _row_temperature(T_PTR, rows, rmask, t_val, T_ROWS, ROWS)
+    greedy_t = t <= 0.0
+    t_safe = tl.where(greedy_t, 1.0, t)
+    if NCHB == 0:
+        seed = tl.load(SEED).to(tl.int64)
+        m, _best, tok = _first_pass(X, stride_x, BAN, stride_ban, SC, seed, rows, rmask, 0, V, V, t_safe, greedy_t,
+                                    IS_PROBS, HAS_BAN, BLOCK, ROWS)
+    else:
+        # the chunks' partials: the first chunk holding the best score (its lowest column), as one pass
+        cc = tl.arange(0, NCHB)
+        pm2 = rmask[:, None] & (cc < NCH)[None, :]
+        poff = rows[:, None] * NCH + cc[None, :]
+        m = tl.max(tl.load(PM + poff, mask=pm2, other=float("-inf")), axis=1)
+        pv = tl.load(PV + poff, mask=pm2, other=float("-inf"))
+        win = tl.argmax(pv, axis=1).to(tl.int64)
+        tok = tl.load(PI + rows * NCH + win, mask=rmask, other=0).to(tl.int64)
+    # Greedy rows: temperature <= 0, a +inf score, or nothing finite (m = -inf): the first pass's winner.
+    greedy = greedy_t | (m == float("inf")) | (m == float("-inf"))
+    m_safe = tl.where(greedy, 0.0, m)
+    key_max = _key(m_safe).to(tl.int64)
+    mp = tl.zeros([ROWS], dtype=tl.float32)
+    if USE_MINP:
+        mp = _row_min_p(MINP_PTR, rows, rmask, minp_val, MINP_ROWS, ROWS)
+    if USE_P:
+        p, omp = _row_top_p(P_PTR, rows, rmask, p_val, omp_val, P_ROWS, ROWS)
+        p_on = (p < 1.0) & (~greedy)
+        srch = p_on & (p > 0.0)
+    else:
+        omp = tl.zeros([ROWS], dtype=tl.float32)
+        p_on = rows < 0
+        srch = p_on
+    # p <= 0 keeps the largest token(s): t = key_max; top-p off: every key
+    lo = tl.where(p_on & (~srch), key_max, _KEY_MIN)
+    live = rmask & (~greedy)
+    yw = _load_at(X, rows * stride_x + tok, BAN, rows * stride_ban + tok, live, IS_PROBS, HAS_BAN) / t_safe
+    ck = _key(yw).to(tl.int64)
+    ok = ck >= lo
+    if USE_MINP:
+        ok = ok & ~(tl.exp(yw - m_safe) < mp)  # the first winner ignored min-p; redraws are inside it
+    tries = 0
+    while tl.max(live.to(tl.int32), axis=0) > 0:
+        chk = live & ok & srch & (ck < key_max)  # the row max is always kept
+        if tl.max(chk.to(tl.int32), axis=0) > 0:
+            z, mle = _mass_pass(X, stride_x, BAN, stride_ban, rows, rmask, V, t_safe, m_safe, ck, IS_PROBS,
+                                HAS_BAN, BLOCK, ROWS)
+            kept = mle > omp * z
+            lo = tl.where(chk & (~kept), ck + 1, lo)
+            ok = ok & (kept | (~chk))
+        live = live & (~ok)
+        if tl.max(live.to(tl.int32), axis=0) > 0:
+            tries += 1
+            if tries > TRIES:
+                # the exact search of t from the bound reached, then one draw over {key >= t}
+                if USE_P:
+                    z, _mle = _mass_pass(X, stride_x, BAN, stride_ban, rows, rmask, V, t_safe, m_safe, ck,
+                                         IS_PROBS, HAS_BAN, BLOCK, ROWS)
+                    run = live & srch
+                    hi = tl.where(run, key_max + 1, lo + 1)
+                    lo = _search(X, stride_x, BAN, stride_ban, rows, rmask, V, t_safe, m_safe, lo, hi, omp * z,
+                                 IS_PROBS, HAS_BAN, FB, NP, ROWS)
+                new = _draw_pass(X, stride_x, BAN, stride_ban, SC, rows, rmask, V, t_safe, m_safe, lo, mp,
+                                 USE_MINP, IS_PROBS, HAS_BAN, BLOCK, ROWS)
+                tok = tl.where(live, new, tok)
+                live = rows < 0
+            else:
+                new = _draw_pass(X, stride_x, BAN, stride_ban, SC, rows, rmask, V, t_safe, m_safe, lo, mp,
+                                 USE_MINP, IS_PROBS, HAS_BAN, BLOCK, ROWS)
+                tok = tl.where(live, new, tok)
+                yw = _load_at(X, rows * stride_x + tok, BAN, rows * stride_ban + tok, live, IS_PROBS,
+                              HAS_BAN) / t_safe
+                ck = tl.where(live, _key(yw).to(tl.int64), ck)
+                ok = live  # a redraw lies in S(lo) and min-p by construction
+    tl.store(OUT + rows, tok, mask=rmask)
+
+
+def sample_rows(x: torch.Tensor, seed: torch.Tensor, ts: torch.Tensor | None, ps: torch.Tensor | None,
+                mps: torch.Tensor | None, ban_t: torch.Tensor | None, ban_stride: int, use_p: bool, use_minp: bool,
+                is_probs: bool, scalars: tuple, out: torch.Tensor) -> torch.Tensor:
+    """Launch :func:`_row_kernel` for top-p and/or min-p without top-k (one launch, capture-safe).
+
+    Args:
+        x: (B, V) float16/bfloat16/float32 scores, unit column stride, B >= 0.
+        seed: int64 device tensor (its first element keys the Philox noise).
+        ts / ps / mps: (B,) per-row temperature (float32) / top-p (float64) / min-p (float32), or None for
+            the scalars; ban_t: (B or 1, V) bool/uint8 mask of banned tokens (row stride ``ban_stride``) or None.
+        scalars: ``(temperature, top_k, p, 1 - p, min_p)`` as :func:`..sampling._sample` prepares them.
+        out: (B,) int64, written and returned.
+    """
+    b, v = x.shape
+    if b == 0:
+        return out
+    cfg = row_config(b, v)
+    t_val, _k, p_val, omp_val, minp_val = scalars
+    dummy = out
+    ban_arg = dummy if ban_t is None else ban_t
+    t_arg = dummy if ts is None else ts
+    seed = seed.reshape(-1)
+    sc = torch.empty(b, v, dtype=torch.float32, device=x.device)
+    nch = cfg["NCH"]
+    if nch:
+        pm = torch.empty(b, nch, dtype=torch.float32, device=x.device)
+        pv = torch.empty_like(pm)
+        pi = torch.empty(b, nch, dtype=torch.int32, device=x.device)
+        _first_kernel[(triton.cdiv(b, cfg["ROWS"]), nch)](
+            x, x.stride(0), ban_arg, ban_stride, seed, t_arg, sc, pm, pv, pi, b, v, nch, t_val,
+            T_ROWS=ts is not None, IS_PROBS=is_probs, HAS_BAN=ban_t is not None, CHUNK=cfg["CHUNK"],
+            BLOCK=cfg["BLOCK1"], ROWS=cfg["ROWS"], num_warps=cfg["num_warps1"])
+    else:
+        pm = pv = pi = sc
+    _row_kernel[(triton.cdiv(b, cfg["ROWS"]),)](
+        x, x.stride(0), ban_arg, ban_stride, seed, t_arg, dummy if ps is None else ps,
+        dummy if mps is None else mps, sc, pm, pv, pi, out, b, v, nch, t_val, p_val, omp_val, minp_val,
+        T_ROWS=ts is not None, P_ROWS=ps is not None, MINP_ROWS=mps is not None, USE_P=use_p, USE_MINP=use_minp,
+        IS_PROBS=is_probs, HAS_BAN=ban_t is not None, BLOCK=cfg["BLOCK"], FB=cfg["FB"], NP=cfg["NP"],
+        TRIES=ROW_TRIES, ROWS=cfg["ROWS"], NCHB=cfg["NCHB"], num_warps=cfg["num_warps"])
+    return out
+
+
+def aot_cases() -> list[dict[str, Any]]:
+    """The row kernel (first pass split and in-kernel) and the split first pass at their GPU specialisations
+    for V = 32000: float32 top-p alone and bf16 top-p + min-p with per-row parameters and a ban mask
+    (preamble targets: sm_90, gfx942, gfx950)."""
+    sig = {"X": "*fp32", "stride_x": "i32", "BAN": "*i1", "stride_ban": "i32", "SEED": "*i64", "T_PTR": "*fp32",
+           "P_PTR": "*fp64", "MINP_PTR": "*fp32", "SC": "*fp32", "PM": "*fp32", "PV": "*fp32", "PI": "*i32",
+           "OUT": "*i64", "B": "i32", "V": "i32", "NCH": "i32", "t_val": "fp32", "p_val": "fp32",
+           "omp_val": "fp32", "minp_val": "fp32"}
+    flags = ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN", "BLOCK", "FB", "NP",
+             "TRIES", "ROWS", "NCHB")
+    sig1 = {k: sig[k] for k in ("X", "stride_x", "BAN", "stride_ban", "SEED", "T_PTR", "SC", "PM", "PV", "PI", "B",
+                                "V", "NCH", "t_val")}
+    flags1 = ("T_ROWS", "IS_PROBS", "HAS_BAN", "CHUNK", "BLOCK", "ROWS")
+    cfg = row_config(64, 32000, interp=False)
+    consts = {"BLOCK": cfg["BLOCK"], "FB": cfg["FB"], "NP": cfg["NP"], "TRIES": ROW_TRIES, "ROWS": 1}
+    cases = []
+    for name, dt, on in (("f32_top_p", "*fp32", dict(T_ROWS=False, P_ROWS=False, MINP_ROWS=False, USE_P=True,
+                                                     USE_MINP=False, IS_PROBS=False, HAS_BAN=False)),
+                         ("bf16_rows_minp_ban", "*bf16", dict(T_ROWS=True, P_ROWS=True, MINP_ROWS=True,
+                                                              USE_P=True, USE_MINP=True, IS_PROBS=False,
+                                                              HAS_BAN=True))):
+        for nchb in (0, cfg["NCHB"] or 8):
+            cases.append({"name": f"sample rows {name} NCHB={nchb}", "fn": _row_kernel,
+                          "signature": {**sig, "X": dt, **{k: "constexpr" for k in flags}},
+                          "constexprs": {**on, **consts, "NCHB": nchb}, "num_warps": cfg["num_warps"]})
+        cases.append({"name": f"sample rows first pass {name}", "fn": _first_kernel,
+                      "signature": {**sig1, "X": dt, **{k: "constexpr" for k in flags1}},
+                      "constexprs": {"T_ROWS": on["T_ROWS"], "IS_PROBS": False, "HAS_BAN": on["HAS_BAN"],
+                                     "CHUNK": cfg["CHUNK"] or 4096, "BLOCK": cfg["BLOCK1"] or 2048, "ROWS": 1},
+                      "num_warps": cfg["num_warps1"]})
+    return cases
