@@ -57,6 +57,10 @@ At M = 8 it loses (Qwen3 q/k/v 10.4 us: one cross-thread sum per row) to the dee
 8.0 / 8.3 for the 8-warp 3-stage split-K dot tiles; which of the three changes made the difference is not
 measured: no 4-warp 3-stage no-split twin was in that sweep).
 
+PDL form (``PDL`` constexpr, module switch :data:`PDL`, off): programmatic dependent launch on CUDA sm_90+
+(``launch_pdl=True``; ``gdc_launch_dependents()`` first, the full-K tile's weight loads before ``gdc_wait()``,
+x after it). Measured slower in a decode step (see :data:`PDL`), so not used by default.
+
 Measured table: ``benchmarks/sweep_decode_gemm.py`` times :func:`sweep_configs` per shape and M and writes
 the fastest to ``gemm_merge_tuned.json`` (with ours vs separate cuBLAS); :func:`pick_config` uses it first
 (the smallest measured M >= m), and :func:`check` refuses merges the table says lose (:func:`measured_loss`).
@@ -767,8 +771,13 @@ def _capturing(x: torch.Tensor) -> bool:
 #: Programmatic dependent launch (Hopper+, issue 19): launch the main kernel with ``launch_pdl=True`` and its
 #: ``PDL`` form (``gdc_launch_dependents()`` first; the full-K GEMV tile issues its weight loads, then
 #: ``gdc_wait()``, then reads x), so its start and weight stream overlap the preceding kernel's tail.
-#: False: never; True or None: wherever :func:`pdl_available` (None = the measured default). The environment
-#: variable ``ROCM_FUSED_GEMM_PDL=0/1`` overrides it. Off until measured (see RESULTS.md, issue 19).
+#: False: never; True or None: wherever :func:`pdl_available`. ``ROCM_FUSED_GEMM_PDL=0/1`` overrides it.
+#: Off: measured slower where it matters (H200, torch 2.11.0+cu130, triton 3.6.0, 2026-12-01,
+#: ``benchmarks/bench_pdl_gemm.py``, Llama-3.2-1B q/k/v at M = 1, us per call in CUDA graphs, weights rotated;
+#: the capture keeps PDL: 4 programmatic edges in a 4-pair graph): back to back 5.27 -> 5.00 us, but after a
+#: producer kernel (what the decode step has) an ATen elementwise + GEMM pair 6.34 -> 6.78 us and an Inductor
+#: add + RMSNorm + GEMM pair 6.75 -> 6.97 us; the Llama-3.2-1B B = 1 decode step (only gemm_merge on, 65 of our
+#: launches) 1198.1 -> 1241.2 us. Outputs bitwise equal. RESULTS.md, issue 19, session 5.
 PDL: bool | None = False
 
 
