@@ -68,7 +68,8 @@ def test_pdl_available_guards_by_feature(monkeypatch, kw, want):
 
 
 def test_use_pdl_switch_env_and_parameters(monkeypatch):
-    """Off by default (until measured), the switch or the environment turns it on, only for parameters."""
+    """Off by default (measured slower in a decode step); the switch or the environment turns it on, for
+    parameters only."""
     x = _fake_cuda(monkeypatch)
     _, ws = _params()
     monkeypatch.delenv("ROCM_FUSED_GEMM_PDL", raising=False)
