@@ -22,6 +22,8 @@ position ``--pos``), B in ``--buckets``, configs
                       issue alone; ``rocm_fused_all`` = the platform's default passes + gemm_merge)
   rocm_fused_freezing (optional) rocm_fused under freezing: Inductor's freezing concatenates GEMMs of one input
                       only when their weights have one shape (gate/up), our pass then merges q/k/v
+  rocm_fused_pdl      (optional) rocm_fused with ``gemm_merge.PDL = True`` for the run (programmatic dependent
+                      launch of our GEMM kernels where available; ``rocm_fused`` keeps the module's default)
 Runs go in priority order (B=1 of every model first, Inductor and rocm_fused before freezing) and a run whose
 estimated cost would pass ``--budget-s`` is skipped and listed (compiles: ~30 s for the 16-layer Llama, ~70 s
 for the 28-layer Qwen3 on the H200, benchmarks/results/decode_*.csv); the full matrix takes more than one
@@ -56,7 +58,7 @@ import cli  # noqa: E402  (benchmarks/cli.py)
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
 from timing import copy_bandwidth_gbs, graph_time_us, time_call, versions, write_results  # noqa: E402
 
-CONFIGS = ("inductor", "rocm_fused", "inductor_freezing", "rocm_fused_freezing", "rocm_fused_all")
+CONFIGS = ("inductor", "rocm_fused", "rocm_fused_pdl", "inductor_freezing", "rocm_fused_freezing", "rocm_fused_all")
 FREEZING = ("inductor_freezing", "rocm_fused_freezing")
 STEP_COLUMNS = ("model", "batch", "config", "step_us")
 
@@ -171,7 +173,7 @@ def compile_step(config: str, step, cuda: bool, tiny: bool):
     if config in ("inductor", "inductor_freezing"):
         return torch.compile(step, mode="reduce-overhead" if cuda else None, fullgraph=True, dynamic=False)
     opts = {"cudagraphs": cuda, "passes": {"gemm_merge": True}}
-    if config in ("rocm_fused", "rocm_fused_freezing"):
+    if config in ("rocm_fused", "rocm_fused_freezing", "rocm_fused_pdl"):
         from rocm_inductor.options import PASS_NAMES
 
         opts["passes"] = {p: p == "gemm_merge" for p in PASS_NAMES}
@@ -184,7 +186,6 @@ def compile_step(config: str, step, cuda: bool, tiny: bool):
 
 def step_run(config, model, cfg, args, batch, cuda, dev) -> dict:
     """Compile (cold, caches off), time and check one (model, batch, config)."""
-    import rocm_inductor
 
     torch._dynamo.reset()
     gc.collect()
@@ -193,7 +194,24 @@ def step_run(config, model, cfg, args, batch, cuda, dev) -> dict:
     dtype = next(model.parameters()).dtype
     step, inputs, cache = hf_models.decode_step(model, cfg, batch, 1, args.pos, args.max_cache_len, dev, dtype)
     fn = compile_step(config, step, cuda, args.tiny)
+    if config == "rocm_fused_pdl":  # the launcher reads the switch at each launch: on for this run only
+        from rocm_inductor.providers.triton import gemm_merge as tg
+
+        saved, tg.PDL = tg.PDL, True
+        try:
+            return _step_timed(config, fn, inputs, args, cuda)
+        finally:
+            tg.PDL = saved
+    return _step_timed(config, fn, inputs, args, cuda)
+
+
+def _step_timed(config, fn, inputs, args, cuda) -> dict:
+    """First call (compile + capture) and timing of one compiled step (see :func:`step_run`)."""
+    import rocm_inductor
+    from rocm_inductor.providers.triton import gemm_merge as tg
+
     rocm_inductor.clear_reports()
+    before = dict(tg.PDL_LAUNCHES)
     patches = {"force_disable_caches": True}
     if config in FREEZING:
         patches["freezing"] = True
@@ -212,8 +230,10 @@ def step_run(config, model, cfg, args, batch, cuda, dev) -> dict:
             return fn(*inputs)
 
         us = time_call(call, args.reps, args.rounds, cuda)
+    pdl = {k: tg.PDL_LAUNCHES[k] - before[k] for k in before}  # our kernel's launches (warm-up, captures)
+    extra = {"gemm_launches_pdl_on_off": f"{pdl['on']}/{pdl['off']}"} if config.startswith("rocm_fused") else {}
     return dict(step_us=round(statistics.median(us), 1), spread_us=round(max(us) - min(us), 1),
-                compile_s=round(compile_s, 1), rewrites=rewrites, _logits=first)
+                compile_s=round(compile_s, 1), rewrites=rewrites, _logits=first, **extra)
 
 
 def _rewrites(report) -> str:
@@ -283,6 +303,10 @@ def step_rows(args, cuda: bool, dev: str, start: float) -> tuple[list[dict], lis
             key = (model_name, batch)
             if config == "inductor":
                 ref[key] = logits
+            if config == "rocm_fused":
+                ref[key + ("rocm_fused",)] = logits
+            if config == "rocm_fused_pdl" and key + ("rocm_fused",) in ref:  # PDL must not change a bit
+                r["max_abs_diff_vs_rocm_fused"] = float((logits - ref[key + ("rocm_fused",)]).abs().max())
             if key in ref:
                 base = ref[key]
                 r["logit_diff_vs_inductor"] = f"{float((logits - base).abs().max() / base.abs().max()):.3g}"

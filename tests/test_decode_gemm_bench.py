@@ -52,3 +52,7 @@ def test_read_floor_tiny_cpu(tmp_path):
         rows = list(csv.DictReader(f))
     assert {r["method"] for r in rows} == {"floor (copy bandwidth)", "triton", "torch_sum", "half_copy"}
     assert all(float(r["us"]) > 0 for r in rows)
+    with open(tmp_path / "decode_gemm_pdl_floor.csv", newline="") as f:  # the PDL table: "off" only on CPU
+        pdl = list(csv.DictReader(f))
+    assert {r["method"] for r in pdl} == {"empty kernel", "one-element read", "triton"}
+    assert {r["pdl"] for r in pdl} == {"off"}

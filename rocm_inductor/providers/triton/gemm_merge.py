@@ -57,6 +57,10 @@ At M = 8 it loses (Qwen3 q/k/v 10.4 us: one cross-thread sum per row) to the dee
 8.0 / 8.3 for the 8-warp 3-stage split-K dot tiles; which of the three changes made the difference is not
 measured: no 4-warp 3-stage no-split twin was in that sweep).
 
+PDL form (``PDL`` constexpr, module switch :data:`PDL`, off): programmatic dependent launch on CUDA sm_90+
+(``launch_pdl=True``; ``gdc_launch_dependents()`` first, the full-K tile's weight loads before ``gdc_wait()``,
+x after it). Measured slower in a decode step (see :data:`PDL`), so not used by default.
+
 Measured table: ``benchmarks/sweep_decode_gemm.py`` times :func:`sweep_configs` per shape and M and writes
 the fastest to ``gemm_merge_tuned.json`` (with ours vs separate cuBLAS); :func:`pick_config` uses it first
 (the smallest measured M >= m), and :func:`check` refuses merges the table says lose (:func:`measured_loss`).
@@ -65,6 +69,7 @@ the fastest to ``gemm_merge_tuned.json`` (with ours vs separate cuBLAS); :func:`
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from typing import Any
 
@@ -74,6 +79,13 @@ import triton.language as tl
 
 from ...ops.gemm_merge import MAX_WEIGHTS  # pointer slots of the kernel = the op's limit (q/k/v 3, gate/up 2)
 from .rms_norm import _round_to
+
+try:  # Hopper's grid dependency control (programmatic dependent launch); triton 3.6 and 3.9 have both
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+    _HAS_GDC = True
+except ImportError:  # a Triton without them: the PDL branches are dead code (PDL=False), never traced
+    gdc_launch_dependents = gdc_wait = None
+    _HAS_GDC = False
 
 #: dtypes the kernel takes (x, weights and biases of one dtype).
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -129,7 +141,8 @@ def _load_xw(x_ptrs, w_ptrs, k0, offs_k, k_hi, EVEN_K: tl.constexpr):
 def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, nb, ks,
           HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
           SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr,
-          MANUAL_BF16: tl.constexpr, LATE: tl.constexpr, FULL: tl.constexpr, EVICT: tl.constexpr):
+          MANUAL_BF16: tl.constexpr, LATE: tl.constexpr, FULL: tl.constexpr, EVICT: tl.constexpr,
+          PDL: tl.constexpr):
     """Column block ``nb`` of one weight (``N`` rows, K contiguous) times x, over K split ``ks``.
 
     ``LATE`` (the GEMV tile, ``DOT`` False): each thread keeps its products of contiguous K elements (Triton
@@ -140,6 +153,10 @@ def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, n
     (all of the program's bytes in flight at once, instead of one DRAM round trip per K step of a runtime
     loop), then per row of x (``tl.static_range``: M stays in registers) a float32 multiply and one ``tl.sum``
     over K; row ``mi`` of the result is selected into the (BLOCK_M, BLOCK_N) accumulator.
+
+    ``PDL`` (programmatic dependent launch, see :data:`PDL`): ``gdc_wait()`` (wait for the preceding kernel to
+    complete and its writes to be visible) before the first read of x; with ``FULL`` the weight tile's loads are
+    issued before it (the weights are not written by the step: the launcher checks they are parameters).
     """
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = nb * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -159,6 +176,8 @@ def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, n
         else:
             w = tl.load(w_ptrs, mask=((k_lo + offs_k) < k_hi)[None, :], other=0.0,
                         eviction_policy="evict_first" if EVICT else "")
+        if PDL:
+            gdc_wait()  # the weight loads are in flight; x (written by the preceding kernel) only after this
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for mi in tl.static_range(BLOCK_M):
             xr_ptrs = X + tl.where(mi < M, mi, 0).to(tl.int64) * stride_xm + (k_lo + offs_k) * stride_xk
@@ -169,6 +188,8 @@ def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, n
             row = tl.sum(w.to(tl.float32) * xr.to(tl.float32)[None, :], axis=1)
             acc = tl.where(offs_m[:, None] == mi, row[None, :], acc)
     elif LATE:
+        if PDL:
+            gdc_wait()
         acc3 = tl.zeros((BLOCK_M, BLOCK_N, BLOCK_K), dtype=tl.float32)
         for k0 in range(k_lo, k_hi, BLOCK_K):
             x, w = _load_xw(x_ptrs, w_ptrs, k0, offs_k, k_hi, EVEN_K)
@@ -177,6 +198,8 @@ def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, n
             w_ptrs += BLOCK_K
         acc = tl.sum(acc3, axis=2)
     else:
+        if PDL:
+            gdc_wait()
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k0 in range(k_lo, k_hi, BLOCK_K):
             x, w = _load_xw(x_ptrs, w_ptrs, k0, offs_k, k_hi, EVEN_K)
@@ -209,33 +232,37 @@ def _merged_gemm_kernel(
     NUM_W: tl.constexpr, HB0: tl.constexpr, HB1: tl.constexpr, HB2: tl.constexpr, HB3: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
     EVEN_K: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr, MANUAL_BF16: tl.constexpr,
-    LATE: tl.constexpr, FULL: tl.constexpr, EVICT: tl.constexpr,
+    LATE: tl.constexpr, FULL: tl.constexpr, EVICT: tl.constexpr, PDL: tl.constexpr,
 ):
     """Program (column block ``pid0``, K split ``pid1``); column blocks C1, C2, C3 start weights 1, 2, 3.
 
-    Slots past ``NUM_W`` are never read (the launcher passes weight 0's pointers there).
+    Slots past ``NUM_W`` are never read (the launcher passes weight 0's pointers there). ``PDL``: signal
+    ``gdc_launch_dependents()`` first (a following PDL-launched kernel may start; it waits for this one's
+    completion before reading what this one writes), and ``gdc_wait()`` in :func:`_tile` before x is read.
     """
+    if PDL:
+        gdc_launch_dependents()
     pid = tl.program_id(0)
     ks = tl.program_id(1)
     if pid < C1:
         _tile(X, W0, B0, Y0, P, M, N0, K, 0, NTOT, stride_xm, stride_xk, SW0, pid, ks, HB0, BLOCK_M, BLOCK_N,
-              BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16, LATE, FULL, EVICT)
+              BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16, LATE, FULL, EVICT, PDL)
     else:
         if NUM_W > 1:
             if pid < C2:
                 _tile(X, W1, B1, Y1, P, M, N1, K, N0, NTOT, stride_xm, stride_xk, SW1, pid - C1, ks, HB1,
-                      BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16, LATE, FULL, EVICT)
+                      BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16, LATE, FULL, EVICT, PDL)
             else:
                 if NUM_W > 2:
                     if pid < C3:
                         _tile(X, W2, B2, Y2, P, M, N2, K, N0 + N1, NTOT, stride_xm, stride_xk, SW2, pid - C2,
                               ks, HB2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16, LATE, FULL,
-                              EVICT)
+                              EVICT, PDL)
                     else:
                         if NUM_W > 3:
                             _tile(X, W3, B3, Y3, P, M, N3, K, N0 + N1 + N2, NTOT, stride_xm, stride_xk, SW3,
                                   pid - C3, ks, HB3, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE,
-                                  MANUAL_BF16, LATE, FULL, EVICT)
+                                  MANUAL_BF16, LATE, FULL, EVICT, PDL)
 
 
 @triton.jit
@@ -741,6 +768,57 @@ def _capturing(x: torch.Tensor) -> bool:
     return x.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
+#: Programmatic dependent launch (Hopper+, issue 19): launch the main kernel with ``launch_pdl=True`` and its
+#: ``PDL`` form (``gdc_launch_dependents()`` first; the full-K GEMV tile issues its weight loads, then
+#: ``gdc_wait()``, then reads x), so its start and weight stream overlap the preceding kernel's tail.
+#: False: never; True or None: wherever :func:`pdl_available`. ``ROCM_FUSED_GEMM_PDL=0/1`` overrides it.
+#: Off: measured slower where it matters (H200, torch 2.11.0+cu130, triton 3.6.0, 2026-12-01,
+#: ``benchmarks/bench_pdl_gemm.py``, Llama-3.2-1B q/k/v at M = 1, us per call in CUDA graphs, weights rotated;
+#: the capture keeps PDL: 4 programmatic edges in a 4-pair graph): back to back 5.27 -> 5.00 us, but after a
+#: producer kernel (what the decode step has) an ATen elementwise + GEMM pair 6.34 -> 6.78 us and an Inductor
+#: add + RMSNorm + GEMM pair 6.75 -> 6.97 us; the Llama-3.2-1B B = 1 decode step (only gemm_merge on, 65 of our
+#: launches) 1198.1 -> 1241.2 us. Outputs bitwise equal. RESULTS.md, issue 19, session 5.
+PDL: bool | None = False
+
+
+@functools.cache
+def triton_has_pdl() -> bool:
+    """Whether the installed Triton has PDL: ``gdc_wait`` / ``gdc_launch_dependents`` and the NVIDIA backend's
+    ``launch_pdl`` launch option (a field of its ``CUDAOptions``; triton 3.6 and 3.9 have both)."""
+    if not _HAS_GDC:
+        return False
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+    except Exception:  # no NVIDIA backend in this Triton (e.g. a ROCm-only build)
+        return False
+    return "launch_pdl" in getattr(CUDAOptions, "__dataclass_fields__", {})
+
+
+def pdl_available(x: torch.Tensor) -> bool:
+    """True where PDL can be used for a launch on ``x``'s device: a CUDA (not HIP) tensor on sm_90 or newer,
+    outside Triton's interpreter, with :func:`triton_has_pdl`."""
+    if _interpreting() or not x.is_cuda or getattr(torch.version, "hip", None):
+        return False
+    if torch.cuda.get_device_capability(x.device)[0] < 9:
+        return False
+    return triton_has_pdl()
+
+
+def use_pdl(x: torch.Tensor, weights: list[torch.Tensor]) -> bool:
+    """Whether this launch uses PDL: :data:`PDL` (or ``ROCM_FUSED_GEMM_PDL``) on, :func:`pdl_available`, and
+    every weight an ``nn.Parameter`` (the PDL form reads the weights before ``gdc_wait()``: a weight computed by
+    the preceding kernel, e.g. a dequantized one or the ``.contiguous()`` copy :func:`merged_gemm` makes,
+    could be read before it is written; under torch.compile the parameters reach the op as Parameters, seen
+    on CPU with the Triton interpreter; freezing's constants are plain tensors, so no PDL there)."""
+    env = os.environ.get("ROCM_FUSED_GEMM_PDL")
+    wanted = env == "1" if env in ("0", "1") else PDL is not False
+    return (wanted and all(isinstance(w, torch.nn.Parameter) for w in weights) and pdl_available(x))
+
+
+#: Launches of the main kernel in this process with PDL on / off (benchmarks read it; CUDA-graph replays are
+#: not launches: one count per capture).
+PDL_LAUNCHES = {"on": 0, "off": 0}
+
 #: shape key -> the config tuning picked (this process).
 _TUNED: dict[tuple, Config] = {}
 
@@ -783,6 +861,9 @@ def launch(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tens
     even_k = k % (cfg.block_k * split) == 0
     manual = _interpreting()
     ieee = x.dtype == torch.float32
+    pdl = use_pdl(x, weights)
+    extra = {"launch_pdl": True} if pdl else {}  # never passed where the backend lacks the option
+    PDL_LAUNCHES["on" if pdl else "off"] += 1
 
     def run():
         _merged_gemm_kernel[(cum[-1], split)](
@@ -790,7 +871,7 @@ def launch(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tens
             NUM_W=nw, HB0=hb[0], HB1=hb[1], HB2=hb[2], HB3=hb[3], BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
             BLOCK_K=cfg.block_k, SPLIT_K=split, EVEN_K=even_k, DOT=cfg.dot, IEEE=ieee, MANUAL_BF16=manual,
             LATE=cfg.late and not cfg.dot, FULL=cfg.full and not cfg.dot, EVICT=cfg.evict and not cfg.dot,
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+            PDL=pdl, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **extra)
         if split > 1:
             _reduce_kernel[(cum[-1],)](
                 work, *bs, *ys, m, *nsp, c1, c2, c3, ntot, NUM_W=nw, HB0=hb[0], HB1=hb[1], HB2=hb[2],
@@ -891,7 +972,7 @@ def _signature(dt: str, nw: int) -> dict[str, str]:
                  "stride_xm", "stride_xk"):
         sig[name] = "i32"
     for name in ("NUM_W", "HB0", "HB1", "HB2", "HB3", "BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "EVEN_K",
-                 "DOT", "IEEE", "MANUAL_BF16", "LATE", "FULL", "EVICT"):
+                 "DOT", "IEEE", "MANUAL_BF16", "LATE", "FULL", "EVICT", "PDL"):
         sig[name] = "constexpr"
     return sig
 
@@ -905,15 +986,15 @@ def aot_cases() -> list[dict]:
     """
     cases = []
 
-    def main_case(name, dt, nw, cfg: Config, hb=(False,) * 4, ieee=False, even_k=True):
+    def main_case(name, dt, nw, cfg: Config, hb=(False,) * 4, ieee=False, even_k=True, pdl=False):
         cases.append({
             "name": name, "fn": _merged_gemm_kernel, "signature": _signature(dt, nw),
             "constexprs": {"NUM_W": nw, "HB0": hb[0], "HB1": hb[1], "HB2": hb[2], "HB3": hb[3],
                            "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
                            "SPLIT_K": cfg.split_k, "EVEN_K": even_k, "DOT": cfg.dot, "IEEE": ieee,
                            "MANUAL_BF16": False, "LATE": cfg.late and not cfg.dot,
-                           "FULL": cfg.full and not cfg.dot, "EVICT": cfg.evict and not cfg.dot},
-            "num_warps": cfg.num_warps})
+                           "FULL": cfg.full and not cfg.dot, "EVICT": cfg.evict and not cfg.dot, "PDL": pdl},
+            "num_warps": cfg.num_warps, **({"targets": ["sm_90"]} if pdl else {})})
 
     bf = torch.bfloat16
     main_case("qkv_llama1b_m1_bf16", "bf16", 3, default_config(1, (2048, 512, 512), 2048, bf))
@@ -944,6 +1025,12 @@ def aot_cases() -> list[dict]:
     # 2-core dev machine (triton 3.9, 2026-12-01), too much for CI's budget
     main_case("gateup_deepdot_s5_m8_bf16", "bf16", 2, Config(16, 32, 128, 1, 4, 5, True))
     cases[-1]["num_stages"] = 5
+    # the PDL forms (sm_90 only: griddepcontrol is Hopper PTX): the Llama q/k/v M = 1 pick (full-K GEMV tile,
+    # weight loads before gdc_wait) and a runtime-K-loop dot tile (gdc_wait before the loop)
+    if _HAS_GDC:
+        main_case("qkv_gemvfull_pdl_m1_bf16", "bf16", 3, Config(1, 2, 2048, 1, 8, 1, False, False, True, True),
+                  pdl=True)
+        main_case("qkv_dot_pdl_m8_bf16", "bf16", 3, Config(16, 32, 128, 1, 4, 3, True), pdl=True)
     main_case("qkv_m4_fp32_ieee", "fp32", 3, default_config(4, (512, 128, 128), 512, torch.float32), ieee=True)
     red_sig = {"P": "*fp32", **{f"B{i}": "*bf16" for i in range(4)}, **{f"Y{i}": "*bf16" for i in range(4)}}
     red_sig.update({n: "i32" for n in ("M", "N0", "N1", "N2", "N3", "C1", "C2", "C3", "NTOT")})
