@@ -42,6 +42,10 @@ Launches (P = :func:`search_passes`, 11 for NP=8, 8 for NP=16, 6 for NP=64): top
 top-k only ``P + 1``, top-p only ``P + 2``, neither 2; plus the pick when ``NCH > 1``. A filter that is off for
 the whole batch (host flags) costs no pass; a row whose filter is off or whose interval has converged keeps it.
 
+Row path (no top-k: top-p and/or min-p, where :func:`.sampling_rows.row_path` measured it faster: V <= 65536, or
+B >= 64): :mod:`.sampling_rows`, a split first pass plus one program per row deciding the chain's candidates in a
+loop, two launches, the same tokens (session 5: top-p 0.9 at V=32000 B=64 63 -> 31 us). Elsewhere the chain below.
+
 Restricted-winner chain (:data:`WINNER`, no top-k: top-p and/or min-p; issue 14; :func:`_chain_kernel`):
 launch 1 also draws the whole-row Gumbel winner per chunk. Since the kept set ``K = {key >= t} & min-p`` lies
 inside ``S(lo) = {key >= lo} & min-p`` for any lower bound ``lo <= t`` of the search, the Gumbel-max ``c`` over

@@ -66,7 +66,8 @@ ROW_PATH: bool | None = None
 #: B = 1 / 8 / 32 / 64 22.0 / 27.5 / 48.2 / 63.2 -> 11.8 / 19.1 / 26.4 / 31.9; V=128256 B=64 119.7 -> 104.3,
 #: V=151936 B=64 155.3 -> 122.1, but at V >= 128256 and B <= 32 the chain wins (B=1 24.4 vs 29.3, B=32 77.9 vs
 #: 79.5: one program per row re-reads a long row alone). Min-p 0.1 alone: V=32000 B=32 / 64 17.8 / 26.8 ->
-#: 17.4 / 20.2, B <= 8 the chain (9.9 / 11.5 vs 10.3 / 15.0); V=151936 B=64 92.2 -> 87.2 (V=128256 B=64 a tie).
+#: 17.4 / 20.2, B <= 8 the chain (9.9 / 11.5 vs 10.3 / 15.0); V=151936 B=64 92.2 -> 87.2, but V=128256 B=64
+#: 0.4-5% slower (73.3 / 71.1 -> 73.6 / 74.6 in two runs), kept under the one B >= 64 rule.
 ROW_MAX_V = 65536
 ROW_MIN_B_WIDE = 64
 ROW_MIN_B_MINP = 32
