@@ -794,6 +794,31 @@ def _winner_pivot(lo, hi, wk, NP: tl.constexpr):
     return tl.where(last & inside[:, None], w1.to(tl.int32)[:, None], piv)
 
 
+@triton.jit
+def _winner_filters(m, greedy_t, P_PTR, MINP_PTR, rows, rmask, p_val, omp_val, minp_val, P_ROWS: tl.constexpr,
+                    MINP_ROWS: tl.constexpr, USE_P: tl.constexpr, USE_MINP: tl.constexpr, ROWS: tl.constexpr):
+    """Per row, given the row max ``m`` of ``x / T``: ``greedy`` (temperature <= 0, a +inf score or nothing
+    finite), ``m_safe``, ``key_max``, min-p, ``1 - p``, ``srch`` (top-p needs its threshold searched: 0 < p < 1)
+    and the search's first lower bound (p <= 0 keeps the largest token(s): key_max; top-p off: the smallest
+    key). Shared by the chain and :mod:`.sampling_rows`."""
+    greedy = greedy_t | (m == float("inf")) | (m == float("-inf"))
+    m_safe = tl.where(greedy, 0.0, m)
+    key_max = _key(m_safe).to(tl.int64)
+    mp = tl.zeros([ROWS], dtype=tl.float32)
+    if USE_MINP:
+        mp = _row_min_p(MINP_PTR, rows, rmask, minp_val, MINP_ROWS, ROWS)
+    if USE_P:
+        p, omp = _row_top_p(P_PTR, rows, rmask, p_val, omp_val, P_ROWS, ROWS)
+        p_on = (p < 1.0) & (~greedy)
+        srch = p_on & (p > 0.0)
+    else:
+        omp = tl.zeros([ROWS], dtype=tl.float32)
+        p_on = rows < 0
+        srch = p_on
+    lo = tl.where(p_on & (~srch), key_max, _KEY_MIN)
+    return greedy, m_safe, key_max, mp, omp, srch, lo
+
+
 _NEED = tl.constexpr(-(2**40))  # candidate state: "drawn by this launch, in its GV/GI partials"
 
 
@@ -842,22 +867,11 @@ def _chain_kernel(
         greedy_t = t <= 0.0
         t_safe = tl.where(greedy_t, 1.0, t)
         m = _reduce_chunks(PMAX, rows, live, NCH, NCHB, True)
-        greedy = greedy_t | (m == float("inf")) | (m == float("-inf"))
-        m_safe = tl.where(greedy, 0.0, m)
-        key_max = _key(m_safe).to(tl.int64)
-        mp = tl.zeros([ROWS], dtype=tl.float32)
-        if USE_MINP:
-            mp = _row_min_p(MINP_PTR, rows, rmask, minp_val, MINP_ROWS, ROWS)
-        if USE_P:
-            p, omp = _row_top_p(P_PTR, rows, rmask, p_val, omp_val, P_ROWS, ROWS)
-            p_on = (p < 1.0) & (~greedy)
-            srch0 = p_on & (p > 0.0)
-        else:
-            p_on = rows < 0
-            srch0 = p_on
+        greedy, m_safe, key_max, mp, omp, srch0, lo0 = _winner_filters(
+            m, greedy_t, P_PTR, MINP_PTR, rows, rmask, p_val, omp_val, minp_val, P_ROWS, MINP_ROWS, USE_P, USE_MINP,
+            ROWS)
         if PREV == 0:
-            # p <= 0 keeps the largest token(s): t = key_max; top-p off: t = the smallest key
-            lo = tl.where(p_on & (~srch0), key_max, _KEY_MIN)
+            lo = lo0
             hi = tl.where(srch0, key_max + 1, lo + 1)
             ck = tl.full([ROWS], _NEED, tl.int64)
             ctok = tl.zeros([ROWS], dtype=tl.int64)
