@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from scipy.stats import chisquare
+from sampling_checks import chi2_pvalue
 
 from rocm_inductor.providers.reference_sampling import exact_distribution
 
@@ -24,17 +24,6 @@ def sample(scores, seed=1234, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, ba
                                        min_p, ban, is_probs, top_k_first, keepdim, provider)
 
 
-def _chi2(tokens: torch.Tensor, probs: torch.Tensor) -> float:
-    """p-value of the draws against ``probs``; tokens outside the support fail outright."""
-    counts = torch.bincount(tokens, minlength=probs.numel()).double()
-    support = probs > 0
-    assert counts[~support].sum() == 0, f"drew tokens outside the kept set: {counts[~support]}"
-    if int(support.sum()) == 1:
-        return 1.0
-    exp = probs[support] * counts.sum()
-    return float(chisquare(counts[support].numpy(), exp.numpy()).pvalue)
-
-
 LOGITS = torch.randn(V, generator=torch.Generator().manual_seed(7)) * 1.5
 
 
@@ -46,7 +35,7 @@ def test_chi_square_vs_exact_distribution(provider, t, k, p, first):
     x = LOGITS.expand(N_DRAWS if provider == "triton" else 4000, V).contiguous()
     tok = sample(x, temperature=t, top_k=k, top_p=p, top_k_first=first, provider=provider)
     exact = exact_distribution(LOGITS, t, k, p, top_k_first=first)
-    assert _chi2(tok, exact) > 1e-4
+    assert chi2_pvalue(tok, exact) > 1e-4
 
 
 def test_hf_order_and_top_p_first_differ():
@@ -57,7 +46,7 @@ def test_hf_order_and_top_p_first_differ():
     assert (hf > 0).sum() != (pf > 0).sum()
     t_hf = sample(x, temperature=2.0, top_k=3, top_p=0.6, top_k_first=True)
     t_pf = sample(x, temperature=2.0, top_k=3, top_p=0.6, top_k_first=False)
-    assert _chi2(t_hf, hf) > 1e-4 and _chi2(t_pf, pf) > 1e-4
+    assert chi2_pvalue(t_hf, hf) > 1e-4 and chi2_pvalue(t_pf, pf) > 1e-4
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

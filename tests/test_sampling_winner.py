@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from scipy.stats import chisquare
+from sampling_checks import chi2_pvalue
 
 from rocm_inductor.providers.reference_sampling import exact_distribution
 from rocm_inductor.providers.triton import sampling as S
@@ -95,17 +95,11 @@ def test_accumulated_passes_draw_the_same_tokens(monkeypatch):
     assert torch.equal(k_acc, S.sample(X, seed_t, None, 0.8, None, 70, None, 0.8, None, 0.0, None, False, True))
 
 
-def _chi2_ok(tok, probs):
-    counts = torch.bincount(tok, minlength=probs.numel()).double()
-    sup = probs > 0
-    assert counts[~sup].sum() == 0
-    return int(sup.sum()) == 1 or chisquare(counts[sup].numpy(), (probs[sup] * counts.sum()).numpy()).pvalue > 1e-4
-
-
 def test_winner_chi_square(monkeypatch):
     """4000 identical rows of V = 37: top-p only, min-p only, both, against the exact filtered distribution."""
     monkeypatch.setattr(S, "WINNER", True)
     lg = torch.randn(37, generator=_G) * 1.5
     x = lg.expand(4000, 37).contiguous().to(DEV)
     for t, p, mp in ((0.8, 0.7, 0.0), (1.2, 1.0, 0.12), (1.0, 0.85, 0.05)):
-        assert _chi2_ok(draw(x, temperature=t, top_p=p, min_p=mp), exact_distribution(lg, t, 0, p, mp)), (t, p, mp)
+        tok = draw(x, temperature=t, top_p=p, min_p=mp)
+        assert chi2_pvalue(tok, exact_distribution(lg, t, 0, p, mp)) > 1e-4, (t, p, mp)
