@@ -1568,12 +1568,18 @@ def _pick_rows(b: int, nchb: int) -> int:
     return max(1, min(256, 4096 // nchb, triton.next_power_of_2(b)))
 
 
+#: Parameter names of the two kernels (read once: tests wrap the kernels), so _chain picks its arguments by name.
+_STEP_ARGS = tuple(_step_kernel.arg_names)
+_CHAIN_ARGS = tuple(_chain_kernel.arg_names)
+
+
 def _chain(args, kw, grid, cfg, passes, gv2, gi2, scalars, out) -> torch.Tensor:
     """Launches 2 .. passes + 2 of the restricted-winner chain (:func:`_chain_kernel`) after launch 1, then the
     pick of the rows still open (when a row has more than one chunk)."""
-    x, b, nch = args[0], args[-3], args[-1]
-    cs = torch.empty(passes + 3, 4, b, dtype=torch.int64, device=x.device)
-    cargs = args[:6] + args[7:10] + (args[11], args[12], cs, gv2, gi2, out, b, args[-2], nch)
+    named = dict(zip(_STEP_ARGS, args))  # launch 1's arguments by parameter name
+    x, b, nch = named["X"], named["B"], named["NCH"]
+    named.update(CS=torch.empty(passes + 3, 4, b, dtype=torch.int64, device=x.device), GV=gv2, GI=gi2)
+    cargs = tuple(named[n] for n in _CHAIN_ARGS[:_CHAIN_ARGS.index("step")])
     ckw = {k: kw[k] for k in ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN", "CHUNK",
                               "BLOCK", "ROWS", "NP", "NCHB", "CB", "ACC", "LANE", "num_warps")}
     t_val, _k, p_val, omp_val, minp_val = scalars
