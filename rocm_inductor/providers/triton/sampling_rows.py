@@ -194,6 +194,21 @@ def _first_kernel(X, stride_x, BAN, stride_ban, SEED, T_PTR, SC, PM, PV, PI, B, 
 
 
 @triton.jit
+def _argmax_pass(X, stride_x, BAN, stride_ban, rows, rmask, V, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
+                 BLOCK: tl.constexpr, ROWS: tl.constexpr):
+    """(ROWS,) argmax of the raw masked logits ``x`` (lowest column among ties; nothing finite: 0): the greedy
+    answer of a row whose ``x / T`` overflowed to +-inf (or a NaN temperature), as the plain search draws it."""
+    ar = tl.arange(0, BLOCK)
+    bv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
+    bi = tl.zeros([ROWS, BLOCK], dtype=tl.int32)
+    for c0 in range(0, V, BLOCK):
+        cols = c0 + ar
+        x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
+        bv, bi = _lane_fold(tl.where(m2, x, float("-inf")), cols[None, :] + bi * 0, bv, bi)
+    return _lane_pick(bv, bi, V)
+
+
+@triton.jit
 def _mass_pass(X, stride_x, BAN, stride_ban, rows, rmask, V, t_safe, m_safe, ck,
                IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr):
     """(ROWS,) ``Z = sum exp(s - max)`` and the mass of the keys ``<= ck``."""
@@ -281,6 +296,13 @@ def _row_kernel(
         tok = tl.load(PI + rows * NCH + win, mask=rmask, other=0).to(tl.int64)
     # Greedy rows: temperature <= 0, a +inf score, or nothing finite (m = -inf): the first pass's winner.
     greedy = greedy_t | (m == float("inf")) | (m == float("-inf"))
+    # The first pass's winner is the argmax of x only where T <= 0; a row made greedy by ``x / T`` reaching
+    # +-inf (tiny T, huge |x|, a NaN T) takes the argmax of x as the plain search does (not the lowest column
+    # whose score overflowed, nor column 0 when every score is -inf but some x is finite).
+    regreedy = rmask & greedy & (~greedy_t)
+    if tl.max(regreedy.to(tl.int32), axis=0) > 0:
+        tok = tl.where(regreedy, _argmax_pass(X, stride_x, BAN, stride_ban, rows, rmask, V, IS_PROBS, HAS_BAN,
+                                              BLOCK, ROWS), tok)
     m_safe = tl.where(greedy, 0.0, m)
     key_max = _key(m_safe).to(tl.int64)
     mp = tl.zeros([ROWS], dtype=tl.float32)
