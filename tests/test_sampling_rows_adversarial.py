@@ -4,8 +4,9 @@ Its contract: the plain search's token (``WINNER = False``, same seed) on every 
 distribution, never a crash or an out-of-range token. Every comparison runs the row path in three shapes:
 the defaults (first pass in the row kernel, ``ROW_TRIES`` redraws), the first pass split into 4-column chunks
 (:func:`_first_kernel`: many chunks, a partial last one) with the exact search at once (``ROW_TRIES = 0``),
-and 8-column chunks with one redraw and a 16-element interpreter tile (several programs of 1-2 rows, the last
-one partly masked). Vocabularies are not multiples of 4 (the noise takes four columns per Philox call).
+and 8-column chunks of two 4-column tiles with one redraw and a 16-element interpreter tile (several programs
+of 1-4 rows, the last one partly masked). Vocabularies are not multiples of 4 (the noise takes four columns
+per Philox call).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from rocm_inductor.providers.triton import sampling_rows as R
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 INF, NAN = float("inf"), float("nan")
 SHAPES = [dict(), dict(INTERP_ROW_CHUNK=4, ROW_CHUNK=4, ROW_TRIES=0),
-          dict(INTERP_ROW_CHUNK=8, ROW_CHUNK=8, ROW_TRIES=1, INTERP_TILE=16)]
+          dict(INTERP_ROW_CHUNK=8, ROW_CHUNK=8, ROW_TRIES=1, INTERP_ROW_BLOCK=4, ROW_BLOCK=4, INTERP_TILE=16)]
 
 
 def draw(x, seed=77, temperature=1.0, top_p=1.0, min_p=0.0, ban=None, t_rows=None, p_rows=None, mp_rows=None,
@@ -75,10 +76,9 @@ def _kinds(v: int, g: torch.Generator) -> torch.Tensor:
     return torch.cat([torch.stack(kinds), torch.randn(17 - len(kinds), v, generator=g) * 3]).to(DEV)
 
 
-EDGE = [dict(top_p=1e-30), dict(top_p=1e-8, temperature=0.5), dict(top_p=1 - 1e-7), dict(top_p=0.6),
-        dict(top_p=1.5), dict(top_p=-0.5), dict(min_p=1.0), dict(min_p=2.0, top_p=0.9), dict(min_p=NAN),
-        dict(top_p=0.7, min_p=0.3), dict(top_p=0.9, temperature=1e-6), dict(min_p=0.2, temperature=1e30),
-        dict(top_p=0.8, temperature=-1.0)]
+EDGE = [dict(top_p=1e-30), dict(top_p=1e-8, temperature=0.5), dict(top_p=1 - 1e-7, min_p=NAN), dict(top_p=0.6),
+        dict(top_p=1.5, min_p=1.0), dict(top_p=-0.5), dict(min_p=2.0, top_p=0.9), dict(top_p=0.7, min_p=0.3),
+        dict(top_p=0.9, temperature=1e-6), dict(min_p=0.2, temperature=1e30), dict(top_p=0.8, temperature=-1.0)]
 
 
 @pytest.mark.parametrize("v", [1, 2, 3, 5, 7])
@@ -92,9 +92,8 @@ def test_tiny_vocab_hostile_rows_and_parameters(v, monkeypatch):
         assert tok[5] == 0 and tok[6] == 0  # nothing finite: token 0, as the reference's argmax
         if v > 1:
             assert tok[1] == 0 and tok[3] == v // 2  # first +inf; the one finite value
-    for kw in (dict(top_p=0.6), dict(top_p=0.7, min_p=0.3, temperature=1e-6)):
-        check(monkeypatch, x[:1], **kw)
-        check(monkeypatch, x[:2], **kw)
+    check(monkeypatch, x[:1], top_p=0.6)
+    check(monkeypatch, x[:2], top_p=0.7, min_p=0.3, temperature=1e-6)
 
 
 def test_per_row_parameters_out_of_range(monkeypatch):
@@ -176,8 +175,8 @@ def test_seeds_repeat_and_differ(monkeypatch):
     for shape in SHAPES:
         first = rows(monkeypatch, flat, shape, top_p=0.99, seed=123)
         assert torch.equal(first, rows(monkeypatch, flat, shape, top_p=0.99, seed=123))
-    toks = {int(rows(monkeypatch, flat, SHAPES[2], top_p=0.99, seed=s)[0]) for s in range(24)}
-    assert len(toks) >= 12, toks  # 24 draws from 50 equal tokens: ~19 distinct expected
+    toks = {int(rows(monkeypatch, flat, SHAPES[2], top_p=0.99, seed=s)[0]) for s in range(16)}
+    assert len(toks) >= 8, toks  # 16 draws from 50 equal tokens: ~14 distinct expected
 
 
 def _chi2_ok(tok, probs):

@@ -7,7 +7,9 @@ column, row)), but each row's decisions run in one program, so the chain's per-l
 fixed launch sequence (``P + 2`` launches, ~2.5 us each at small V) become a loop inside one kernel:
 
 1. one pass over the row: the max of ``s = x / T``, the whole-row Gumbel winner ``c`` (greedy rows:
-   temperature <= 0 or a non-finite max take it at once, as the chain does) and every column's score;
+   temperature <= 0 or a non-finite max take it at once; a row greedy by its max with T > 0, i.e. ``x / T``
+   overflowed to +-inf or T is NaN, takes the argmax of x instead, one more pass, as the plain search) and
+   every column's score;
 2. while the row is open: ``c`` lies in ``S(lo) = {key >= lo} & min-p`` for a lower bound ``lo <= t``, so it
    is the draw's answer iff ``key(c) >= t``, i.e. iff the mass of ``{key <= key(c)}`` exceeds ``(1 - p) Z``
    (one pass: that mass and ``Z``; skipped for the row max, always kept). A kept ``c`` closes the row;
