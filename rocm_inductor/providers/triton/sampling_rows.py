@@ -7,7 +7,9 @@ column, row)), but each row's decisions run in one program, so the chain's per-l
 fixed launch sequence (``P + 2`` launches, ~2.5 us each at small V) become a loop inside one kernel:
 
 1. one pass over the row: the max of ``s = x / T``, the whole-row Gumbel winner ``c`` (greedy rows:
-   temperature <= 0 or a non-finite max take it at once, as the chain does) and every column's score;
+   temperature <= 0 or a non-finite max take it at once; a row greedy by its max with T > 0, i.e. ``x / T``
+   overflowed to +-inf or T is NaN, takes the argmax of x instead, one more pass, as the plain search) and
+   every column's score;
 2. while the row is open: ``c`` lies in ``S(lo) = {key >= lo} & min-p`` for a lower bound ``lo <= t``, so it
    is the draw's answer iff ``key(c) >= t``, i.e. iff the mass of ``{key <= key(c)}`` exceeds ``(1 - p) Z``
    (one pass: that mass and ``Z``; skipped for the row max, always kept). A kept ``c`` closes the row;
@@ -193,6 +195,21 @@ def _first_kernel(X, stride_x, BAN, stride_ban, SEED, T_PTR, SC, PM, PV, PI, B, 
 
 
 @triton.jit
+def _argmax_pass(X, stride_x, BAN, stride_ban, rows, rmask, V, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
+                 BLOCK: tl.constexpr, ROWS: tl.constexpr):
+    """(ROWS,) argmax of the raw masked logits ``x`` (lowest column among ties; nothing finite: 0): the greedy
+    answer of a row whose ``x / T`` overflowed to +-inf (or a NaN temperature), as the plain search draws it."""
+    ar = tl.arange(0, BLOCK)
+    bv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
+    bi = tl.zeros([ROWS, BLOCK], dtype=tl.int32)
+    for c0 in range(0, V, BLOCK):
+        cols = c0 + ar
+        x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
+        bv, bi = _lane_fold(tl.where(m2, x, float("-inf")), cols[None, :] + bi * 0, bv, bi)
+    return _lane_pick(bv, bi, V)
+
+
+@triton.jit
 def _mass_pass(X, stride_x, BAN, stride_ban, rows, rmask, V, t_safe, m_safe, ck,
                IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr):
     """(ROWS,) ``Z = sum exp(s - max)`` and the mass of the keys ``<= ck``."""
@@ -281,6 +298,13 @@ def _row_kernel(
     # greedy rows (temperature <= 0, a +inf score, nothing finite) keep the first pass's winner
     greedy, m_safe, key_max, mp, omp, srch, lo = _winner_filters(
         m, greedy_t, P_PTR, MINP_PTR, rows, rmask, p_val, omp_val, minp_val, P_ROWS, MINP_ROWS, USE_P, USE_MINP, ROWS)
+    # The first pass's winner is the argmax of x only where T <= 0; a row made greedy by ``x / T`` reaching
+    # +-inf (tiny T, huge |x|, a NaN T) takes the argmax of x as the plain search does (not the lowest column
+    # whose score overflowed, nor column 0 when every score is -inf but some x is finite).
+    regreedy = rmask & greedy & (~greedy_t)
+    if tl.max(regreedy.to(tl.int32), axis=0) > 0:
+        tok = tl.where(regreedy, _argmax_pass(X, stride_x, BAN, stride_ban, rows, rmask, V, IS_PROBS, HAS_BAN,
+                                              BLOCK, ROWS), tok)
     live = rmask & (~greedy)
     yw = _load_at(X, rows * stride_x + tok, BAN, rows * stride_ban + tok, live, IS_PROBS, HAS_BAN) / t_safe
     ck = _key(yw).to(tl.int64)
