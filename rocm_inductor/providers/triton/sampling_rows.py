@@ -195,21 +195,6 @@ def _first_kernel(X, stride_x, BAN, stride_ban, SEED, T_PTR, SC, PM, PV, PI, B, 
 
 
 @triton.jit
-def _argmax_pass(X, stride_x, BAN, stride_ban, rows, rmask, V, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
-                 BLOCK: tl.constexpr, ROWS: tl.constexpr):
-    """(ROWS,) argmax of the raw masked logits ``x`` (lowest column among ties; nothing finite: 0): the greedy
-    answer of a row whose ``x / T`` overflowed to +-inf (or a NaN temperature), as the plain search draws it."""
-    ar = tl.arange(0, BLOCK)
-    bv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
-    bi = tl.zeros([ROWS, BLOCK], dtype=tl.int32)
-    for c0 in range(0, V, BLOCK):
-        cols = c0 + ar
-        x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
-        bv, bi = _lane_fold(tl.where(m2, x, float("-inf")), cols[None, :] + bi * 0, bv, bi)
-    return _lane_pick(bv, bi, V)
-
-
-@triton.jit
 def _mass_pass(X, stride_x, BAN, stride_ban, rows, rmask, V, t_safe, m_safe, ck,
                IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr):
     """(ROWS,) ``Z = sum exp(s - max)`` and the mass of the keys ``<= ck``."""
@@ -228,20 +213,25 @@ def _mass_pass(X, stride_x, BAN, stride_ban, rows, rmask, V, t_safe, m_safe, ck,
 @triton.jit
 def _draw_pass(X, stride_x, BAN, stride_ban, SC, rows, rmask, V, t_safe, m_safe, lo, mp,
                USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr, BLOCK: tl.constexpr,
-               ROWS: tl.constexpr):
+               ROWS: tl.constexpr, RAW: tl.constexpr):
     """(ROWS,) Gumbel-max column over ``{key >= lo}`` (and min-p): the chain's draw with the same noise (the
-    first pass's scores ``SC``, read only where kept)."""
+    first pass's scores ``SC``, read only where kept). ``RAW``: instead the argmax of the masked logits ``x``
+    (lowest column among ties; nothing finite: 0), the greedy answer of a row whose ``x / T`` overflowed to
+    +-inf (or a NaN temperature), as the plain search draws it (``SC``, t_safe .. mp unused)."""
     ar = tl.arange(0, BLOCK)
     bv = tl.full([ROWS, BLOCK], float("-inf"), tl.float32)
     bi = tl.zeros([ROWS, BLOCK], dtype=tl.int32)
     for c0 in range(0, V, BLOCK):
         cols = c0 + ar
         x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
-        y = x / t_safe[:, None]
-        keep = m2 & (_key(y).to(tl.int64) >= lo[:, None])
-        if USE_MINP:
-            keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
-        score = tl.load(SC + rows[:, None] * V + cols[None, :], mask=keep, other=float("-inf"))
+        if RAW:
+            score = tl.where(m2, x, float("-inf"))
+        else:
+            y = x / t_safe[:, None]
+            keep = m2 & (_key(y).to(tl.int64) >= lo[:, None])
+            if USE_MINP:
+                keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
+            score = tl.load(SC + rows[:, None] * V + cols[None, :], mask=keep, other=float("-inf"))
         bv, bi = _lane_fold(score, cols[None, :] + bi * 0, bv, bi)
     return _lane_pick(bv, bi, V)
 
@@ -303,8 +293,9 @@ def _row_kernel(
     # whose score overflowed, nor column 0 when every score is -inf but some x is finite).
     regreedy = rmask & greedy & (~greedy_t)
     if tl.max(regreedy.to(tl.int32), axis=0) > 0:
-        tok = tl.where(regreedy, _argmax_pass(X, stride_x, BAN, stride_ban, rows, rmask, V, IS_PROBS, HAS_BAN,
-                                              BLOCK, ROWS), tok)
+        raw = _draw_pass(X, stride_x, BAN, stride_ban, SC, rows, rmask, V, t_safe, m, lo, mp, False, IS_PROBS,
+                         HAS_BAN, BLOCK, ROWS, True)
+        tok = tl.where(regreedy, raw, tok)
     live = rmask & (~greedy)
     yw = _load_at(X, rows * stride_x + tok, BAN, rows * stride_ban + tok, live, IS_PROBS, HAS_BAN) / t_safe
     ck = _key(yw).to(tl.int64)
@@ -333,12 +324,12 @@ def _row_kernel(
                     lo = _search(X, stride_x, BAN, stride_ban, rows, rmask, V, t_safe, m_safe, lo, hi, omp * z,
                                  IS_PROBS, HAS_BAN, FB, NP, ROWS)
                 new = _draw_pass(X, stride_x, BAN, stride_ban, SC, rows, rmask, V, t_safe, m_safe, lo, mp,
-                                 USE_MINP, IS_PROBS, HAS_BAN, BLOCK, ROWS)
+                                 USE_MINP, IS_PROBS, HAS_BAN, BLOCK, ROWS, False)
                 tok = tl.where(live, new, tok)
                 live = rows < 0
             else:
                 new = _draw_pass(X, stride_x, BAN, stride_ban, SC, rows, rmask, V, t_safe, m_safe, lo, mp,
-                                 USE_MINP, IS_PROBS, HAS_BAN, BLOCK, ROWS)
+                                 USE_MINP, IS_PROBS, HAS_BAN, BLOCK, ROWS, False)
                 tok = tl.where(live, new, tok)
                 yw = _load_at(X, rows * stride_x + tok, BAN, rows * stride_ban + tok, live, IS_PROBS,
                               HAS_BAN) / t_safe
