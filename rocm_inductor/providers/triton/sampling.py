@@ -1675,16 +1675,22 @@ def _search_aot_cases() -> list[dict[str, Any]]:
     return cases
 
 
+#: Flag sets of the sampler AOT cases (here and :mod:`.sampling_rows`): name -> (score pointer type, flags):
+#: float32 scores with scalar parameters, top-p on; bf16 scores with per-row T / p / min-p, min-p on, a ban mask.
+AOT_FLAGS = {
+    "f32": ("*fp32", dict(T_ROWS=False, P_ROWS=False, MINP_ROWS=False, USE_P=True, USE_MINP=False, IS_PROBS=False,
+                          HAS_BAN=False)),
+    "bf16_rows_minp_ban": ("*bf16", dict(T_ROWS=True, P_ROWS=True, MINP_ROWS=True, USE_P=True, USE_MINP=True,
+                                         IS_PROBS=False, HAS_BAN=True)),
+}
+
+
 def aot_cases() -> list[dict[str, Any]]:
     """Representative compile cases of the top-k path at the launcher's GPU specialisations (HF chain
     T=0.7, k=50, p=0.9 over float32 logits, V=128256 / 151936; min-p + per-row params + bf16 + ban), for the
     ahead-of-time spill / work-group / LDS checks (preamble: sm_90, gfx942, gfx950)."""
     cases = []
-    for name, dt, flags in (("f32_hf", "*fp32", dict(T_ROWS=False, P_ROWS=False, MINP_ROWS=False, USE_P=True,
-                                                     USE_MINP=False, IS_PROBS=False, HAS_BAN=False)),
-                            ("bf16_rows_minp_ban", "*bf16", dict(T_ROWS=True, P_ROWS=True, MINP_ROWS=True,
-                                                                 USE_P=True, USE_MINP=True, IS_PROBS=False,
-                                                                 HAS_BAN=True))):
+    for name, (dt, flags) in AOT_FLAGS.items():
         sig1 = {"X": dt, "stride_x": "i32", "BAN": "*i1", "stride_ban": "i32", "T_PTR": "*fp32", "GM": "*fp32",
                 "B": "i32", "V": "i32", "NG": "i32", "t_val": "fp32", "T_ROWS": "constexpr",
                 "IS_PROBS": "constexpr", "HAS_BAN": "constexpr", "G": "constexpr", "CG": "constexpr",

@@ -48,6 +48,7 @@ import triton
 import triton.language as tl
 
 from .sampling import (
+    AOT_FLAGS,
     _key,
     _load,
     _load_at,
@@ -397,11 +398,7 @@ def aot_cases() -> list[dict[str, Any]]:
     cfg = row_config(64, 32000, interp=False)
     consts = {"BLOCK": cfg["BLOCK"], "FB": cfg["FB"], "NP": cfg["NP"], "TRIES": ROW_TRIES, "ROWS": 1}
     cases = []
-    for name, dt, on in (("f32_top_p", "*fp32", dict(T_ROWS=False, P_ROWS=False, MINP_ROWS=False, USE_P=True,
-                                                     USE_MINP=False, IS_PROBS=False, HAS_BAN=False)),
-                         ("bf16_rows_minp_ban", "*bf16", dict(T_ROWS=True, P_ROWS=True, MINP_ROWS=True,
-                                                              USE_P=True, USE_MINP=True, IS_PROBS=False,
-                                                              HAS_BAN=True))):
+    for name, (dt, on) in AOT_FLAGS.items():
         for nchb in (0, cfg["NCHB"] or 8):
             case = {"name": f"sample rows {name} NCHB={nchb}", "fn": _row_kernel,
                     "signature": {**sig, "X": dt, **{k: "constexpr" for k in flags}},
