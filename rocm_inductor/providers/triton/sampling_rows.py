@@ -1,10 +1,11 @@
-"""Triton sampler, one program per row: top-p and/or min-p without top-k in a single launch (issue 14).
+"""Triton sampler, one program per row: top-p and/or min-p without top-k in two launches (issue 14).
 
 Same meaning, noise and tokens as :mod:`rocm_inductor.providers.triton.sampling`'s restricted-winner chain
 (module docstring there: int32 order-preserving keys, HF top-p ``t`` = the largest key whose strictly-lower
 mass is ``<= (1 - p) * Z``, min-p ``exp(s - max) >= min_p``, Gumbel-max draw with Philox noise of (seed,
 column, row)), but each row's decisions run in one program, so the chain's per-launch row state and its
-fixed launch sequence (``P + 2`` launches, ~2.5 us each at small V) become a loop inside one kernel:
+fixed launch sequence (``P + 2`` launches, ~2.5 us each at small V) become a loop inside one kernel
+(after a split first pass, see "Two launches" below):
 
 1. one pass over the row: the max of ``s = x / T``, the whole-row Gumbel winner ``c`` (greedy rows:
    temperature <= 0 or a non-finite max take it at once; a row greedy by its max with T > 0, i.e. ``x / T``
@@ -21,10 +22,10 @@ fixed launch sequence (``P + 2`` launches, ~2.5 us each at small V) become a loo
    the loop long. With p = 0.9 a candidate is rejected with probability <= 0.1, so the expected cost is
    about three passes over the row (the first from HBM, the others from L2).
 
-Measured (H200, see :data:`ROW_PATH`'s constants): top-p 0.9 alone at V=32000 B = 1 / 8 / 32 / 64 11.8 /
-19.1 / 26.4 / 31.9 us (the chain: 22.0 / 27.5 / 48.2 / 63.2; FlashInfer 0.6.18, the fastest measured, 22.6 /
-27.5 / 31.9 / 34.0 in an earlier run, RESULTS.md); the same tokens as the plain search at B=64 for V in
-{32000, 128256, 151936}.
+Measured (H200, 2026-12-01, op table of the final build, benchmarks/results/sampling.csv; the variants in
+:data:`ROW_PATH`'s comment): top-p 0.9 alone at V=32000 B = 1 / 8 / 32 / 64 12.8 / 18.1 / 25.1 / 31.0 us (the
+chain: 22.0 / 27.5 / 48.2 / 63.2; FlashInfer 0.6.18, the fastest measured, 22.6 / 27.5 / 31.9 / 34.0 in an
+earlier run, RESULTS.md); the same tokens as the plain search at B=64 for V in {32000, 128256, 151936}.
 
 Every pass streams the row in tiles of ``BLOCK`` columns with per-lane accumulators reduced once; masses
 are float32 lane sums in a fixed order (deterministic: the same seed gives the same token). The token equals
@@ -342,7 +343,8 @@ def _row_kernel(
 def sample_rows(x: torch.Tensor, seed: torch.Tensor, ts: torch.Tensor | None, ps: torch.Tensor | None,
                 mps: torch.Tensor | None, ban_t: torch.Tensor | None, ban_stride: int, use_p: bool, use_minp: bool,
                 is_probs: bool, scalars: tuple, out: torch.Tensor) -> torch.Tensor:
-    """Launch :func:`_row_kernel` for top-p and/or min-p without top-k (one launch, capture-safe).
+    """Launch :func:`_first_kernel` (unless the first pass is unsplit) and :func:`_row_kernel` for top-p and/or
+    min-p without top-k (capture-safe: no host sync, a B x V float32 scratch of scores).
 
     Args:
         x: (B, V) float16/bfloat16/float32 scores, unit column stride, B >= 0.
@@ -351,6 +353,11 @@ def sample_rows(x: torch.Tensor, seed: torch.Tensor, ts: torch.Tensor | None, ps
             the scalars; ban_t: (B or 1, V) bool/uint8 mask of banned tokens (row stride ``ban_stride``) or None.
         scalars: ``(temperature, top_k, p, 1 - p, min_p)`` as :func:`..sampling._sample` prepares them.
         out: (B,) int64, written and returned.
+
+    Returns:
+        ``out``: one token id in [0, V) per row (math: the module docstring; meaning: HF's chain as
+        :func:`rocm_inductor.providers.reference_sampling.sample_ref`). Raises nothing itself: the arguments are
+        validated by ``rocm_inductor.ops.sampling`` before any provider runs.
     """
     b, v = x.shape
     if b == 0:
