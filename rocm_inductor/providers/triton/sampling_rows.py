@@ -51,6 +51,7 @@ import triton.language as tl
 from .sampling import (
     AOT_FLAGS,
     _key,
+    _lane_best,
     _load,
     _load_at,
     _mass_below,
@@ -137,13 +138,6 @@ def row_config(b: int, v: int, interp: bool | None = None) -> dict[str, int]:
 
 
 @triton.jit
-def _lane_fold(score, cols, bv, bi):
-    """Per lane, the running best score and its column (strictly greater wins: the lowest column among ties)."""
-    better = score > bv
-    return tl.where(better, score, bv), tl.where(better, cols, bi)
-
-
-@triton.jit
 def _lane_pick(bv, bi, V):
     """(ROWS,) column of the best lane: the lowest column among the lanes holding the maximum (all -inf: 0)."""
     best = tl.max(bv, axis=1)
@@ -168,7 +162,7 @@ def _first_pass(X, stride_x, BAN, stride_ban, SC, seed, rows, rmask, c_lo, c_hi,
         sc = y + _noise(seed, c0, rows, ROWS, BLOCK)
         tl.store(SC + rows[:, None] * V + cols[None, :], sc, mask=m2)
         score = tl.where(greedy_t[:, None], x, sc)
-        bv, bi = _lane_fold(tl.where(m2, score, float("-inf")), cols[None, :] + bi * 0, bv, bi)
+        bv, bi = _lane_best(tl.where(m2, score, float("-inf")), cols[None, :] + bi * 0, bv, bi)
     best = tl.max(bv, axis=1)
     return tl.max(mv, axis=1), best, _lane_pick(bv, bi, V)
 
@@ -234,7 +228,7 @@ def _draw_pass(X, stride_x, BAN, stride_ban, SC, rows, rmask, V, t_safe, m_safe,
             if USE_MINP:
                 keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
             score = tl.load(SC + rows[:, None] * V + cols[None, :], mask=keep, other=float("-inf"))
-        bv, bi = _lane_fold(score, cols[None, :] + bi * 0, bv, bi)
+        bv, bi = _lane_best(score, cols[None, :] + bi * 0, bv, bi)
     return _lane_pick(bv, bi, V)
 
 
