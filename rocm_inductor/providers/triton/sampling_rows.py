@@ -139,9 +139,10 @@ def row_config(b: int, v: int, interp: bool | None = None) -> dict[str, int]:
 
 @triton.jit
 def _lane_pick(bv, bi, V):
-    """(ROWS,) column of the best lane: the lowest column among the lanes holding the maximum (all -inf: 0)."""
+    """(ROWS,) best score of the lanes and its column: the lowest column among the lanes holding the maximum
+    (all -inf: 0). :func:`..sampling._lane_reduce` for int32 columns (``V`` as the sentinel: 2^31 is no int32)."""
     best = tl.max(bv, axis=1)
-    return tl.min(tl.where(bv == best[:, None], bi, V), axis=1).to(tl.int64)
+    return best, tl.min(tl.where(bv == best[:, None], bi, V), axis=1).to(tl.int64)
 
 
 @triton.jit
@@ -163,8 +164,8 @@ def _first_pass(X, stride_x, BAN, stride_ban, SC, seed, rows, rmask, c_lo, c_hi,
         tl.store(SC + rows[:, None] * V + cols[None, :], sc, mask=m2)
         score = tl.where(greedy_t[:, None], x, sc)
         bv, bi = _lane_best(tl.where(m2, score, float("-inf")), cols[None, :] + bi * 0, bv, bi)
-    best = tl.max(bv, axis=1)
-    return tl.max(mv, axis=1), best, _lane_pick(bv, bi, V)
+    best, best_i = _lane_pick(bv, bi, V)
+    return tl.max(mv, axis=1), best, best_i
 
 
 @triton.jit
@@ -229,7 +230,7 @@ def _draw_pass(X, stride_x, BAN, stride_ban, SC, rows, rmask, V, t_safe, m_safe,
                 keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
             score = tl.load(SC + rows[:, None] * V + cols[None, :], mask=keep, other=float("-inf"))
         bv, bi = _lane_best(score, cols[None, :] + bi * 0, bv, bi)
-    return _lane_pick(bv, bi, V)
+    return _lane_pick(bv, bi, V)[1]
 
 
 @triton.jit
