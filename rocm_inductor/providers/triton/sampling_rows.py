@@ -312,7 +312,7 @@ def _row_kernel(
         if tl.max(live.to(tl.int32), axis=0) > 0:
             tries += 1
             if tries > TRIES:
-                # the exact search of t from the bound reached, then one draw over {key >= t}
+                # the exact search of t from the bound reached: the draw below is then the answer
                 if USE_P:
                     z, _mle = _mass_pass(X, stride_x, BAN, stride_ban, rows, rmask, V, t_safe, m_safe, ck,
                                          IS_PROBS, HAS_BAN, BLOCK, ROWS)
@@ -320,14 +320,12 @@ def _row_kernel(
                     hi = tl.where(run, key_max + 1, lo + 1)
                     lo = _search(X, stride_x, BAN, stride_ban, rows, rmask, V, t_safe, m_safe, lo, hi, omp * z,
                                  IS_PROBS, HAS_BAN, FB, NP, ROWS)
-                new = _draw_pass(X, stride_x, BAN, stride_ban, SC, rows, rmask, V, t_safe, m_safe, lo, mp,
-                                 USE_MINP, IS_PROBS, HAS_BAN, BLOCK, ROWS, False)
-                tok = tl.where(live, new, tok)
+            new = _draw_pass(X, stride_x, BAN, stride_ban, SC, rows, rmask, V, t_safe, m_safe, lo, mp, USE_MINP,
+                             IS_PROBS, HAS_BAN, BLOCK, ROWS, False)
+            tok = tl.where(live, new, tok)
+            if tries > TRIES:
                 live = rows < 0
             else:
-                new = _draw_pass(X, stride_x, BAN, stride_ban, SC, rows, rmask, V, t_safe, m_safe, lo, mp,
-                                 USE_MINP, IS_PROBS, HAS_BAN, BLOCK, ROWS, False)
-                tok = tl.where(live, new, tok)
                 yw = _load_at(X, rows * stride_x + tok, BAN, rows * stride_ban + tok, live, IS_PROBS,
                               HAS_BAN) / t_safe
                 ck = tl.where(live, _key(yw).to(tl.int64), ck)
