@@ -13,6 +13,8 @@ of every variant against the plain search (``WINNER = False``) at B=64, 4 seeds.
 Knobs named ``rows.X`` belong to ``sampling_rows`` (the one-program-per-row kernel).
 ``TOPP_DEV=cpu TOPP_SCALE=64`` (with TRITON_INTERPRET=1): a dry run on tiny shapes, no timing. ``TOPP_BS``:
 the batches (default 1,8,32,64; 32 and 64 are needed by ``best``). ``TOPP_MINP=1``: min-p 0.1 at every (V, B).
+``TOPP_CHECK_BS`` / ``TOPP_CHECK_FILTERS``: the token check's batches (default 64) and filters (default top_p0.9;
+``top_p0.3`` rejects most first candidates, so rows stay open into the chain's later passes).
 """
 import argparse
 import collections
@@ -40,7 +42,11 @@ DEV = os.environ.get("TOPP_DEV", "cuda")
 SCALE = int(os.environ.get("TOPP_SCALE", "1"))
 VS = [v // SCALE for v in (32000, 128256, 151936)]
 BS = tuple(int(b) for b in os.environ.get("TOPP_BS", "1,8,32,64").split(","))  # TOPP_BS: a subset
-FILTERS = {"top_p0.9": (0, 0.9, 0.0), "min_p0.1": (0, 1.0, 0.1), "hf_k50_p0.9": (50, 0.9, 0.0)}
+FILTERS = {"top_p0.9": (0, 0.9, 0.0), "min_p0.1": (0, 1.0, 0.1), "hf_k50_p0.9": (50, 0.9, 0.0),
+           "top_p0.3": (0, 0.3, 0.0)}  # top_p0.3: checks only (most first candidates rejected)
+#: ``best``'s token check: batches (TOPP_CHECK_BS, default 64) and filters (TOPP_CHECK_FILTERS, default top_p0.9)
+CHECK_BS = tuple(int(b) for b in os.environ.get("TOPP_CHECK_BS", "64").split(","))
+CHECK_FILTERS = tuple(os.environ.get("TOPP_CHECK_FILTERS", "top_p0.9").split(","))
 VARIANTS = json.loads(a.variants)
 
 
@@ -87,6 +93,8 @@ def timed(fn):
 
 def check(name, v, b, filt="top_p0.9", seeds=4):
     _k, p, mp = FILTERS[filt]
+    if (v, b) not in XS:
+        XS[(v, b)] = torch.randn(b, v, device=DEV) * 3
     bad = 0
     for seed in range(seeds):
         sd = torch.tensor([seed], device=DEV, dtype=torch.int64)
@@ -107,7 +115,9 @@ if a.mode == "warm":
     if a.only == next(iter(VARIANTS)):
         make(XS[(VS[1], 64)], *FILTERS["hf_k50_p0.9"])()
     for v in VS:  # the check's shapes, both paths
-        check(a.only, v, 64, seeds=1)
+        for b in CHECK_BS:
+            for filt in CHECK_FILTERS:
+                check(a.only, v, b, filt, seeds=1)
     if DEV != "cpu":
         torch.cuda.synchronize()
     print(f"WARM {a.only} done", flush=True)
@@ -152,4 +162,7 @@ else:
             print(f"PROF {name} V={v} B={b}: {len(parts)} kernels | " + ", ".join(parts), flush=True)
     for name in VARIANTS:
         for v in (VS[0], VS[1], VS[2]):
-            print(f"CHECK {name} V={v} B=64 top-p: {check(name, v, 64)} different tokens of 256", flush=True)
+            for b in CHECK_BS:
+                for filt in CHECK_FILTERS:
+                    print(f"CHECK {name} V={v} B={b} {filt}: {check(name, v, b, filt)} different tokens of {4 * b}",
+                          flush=True)

@@ -97,6 +97,44 @@ def test_chain_rejected_candidates_draw_the_searchs_tokens(chunk, monkeypatch):
                 assert torch.equal(a, _draw(xx, seed, **kw)), (kw, xx.dtype, seed)
 
 
+def test_chain_schedule_covers_the_key_range():
+    """Each pass of n pivots leaves at most ceil(d / n) keys: the schedule reaches width 1 from 2^32, no sooner
+    than needed; without a tail it is :func:`winner_passes` long; fewer than 2 pivots are refused."""
+    assert S.chain_schedule(8, width=2**24, tail=64) == (8, 8, 8, 64, 64, 64, 64)
+    assert S.chain_schedule(16, width=2**24, tail=64) == (16, 16, 64, 64, 64, 64)
+    assert S.chain_schedule(16, tail=0) == (16,) * S.winner_passes(16)
+    assert S.chain_schedule(8, width=2**32, tail=4) == (4,) * 16
+    for sched in (S.chain_schedule(8), S.chain_schedule(16, width=2**30, tail=32), S.chain_schedule(2, tail=64)):
+        d = 2**32
+        for n in sched:
+            assert d > 1, sched
+            d = -(-d // n)
+        assert d == 1, sched
+    with pytest.raises(ValueError):
+        S.chain_schedule(8, tail=1)
+    cfg = S.launch_config(32, 128256, interp=False)
+    shape = S.chain_pass_shape(cfg, 64)
+    assert shape["BLOCK"] * 64 == cfg["BLOCK"] * cfg["NP"] and shape["CB"] * 64 <= max(cfg["CB"] * cfg["NP"], 64)
+
+
+@pytest.mark.parametrize("width,tail", [(2**32, 64), (2**28, 2), (2**24, None)])
+def test_chain_pivot_schedules_draw_the_searchs_tokens(width, tail, monkeypatch):
+    """Rows still open when the pivot count changes (low p, high temperature: most first candidates rejected; split
+    rows): every schedule draws the plain search's tokens."""
+    monkeypatch.setattr(S, "CHAIN_TAIL_WIDTH", width)
+    monkeypatch.setattr(S, "CHAIN_TAIL_NP", tail)
+    monkeypatch.setattr(S, "FORCE_CHUNK", 128)
+    x = torch.randn(12, 517, generator=_G) * 2.5
+    x[3] = 1.0  # all tied
+    for kw in (dict(temperature=2.0, top_p=0.1), dict(p_rows=torch.linspace(0.0, 1.0, 12), temperature=1.4,
+                                                     min_p=0.02)):
+        for seed in (3, 4):
+            monkeypatch.setattr(S, "WINNER", True)
+            a = _draw(x, seed, **kw)
+            monkeypatch.setattr(S, "WINNER", False)
+            assert torch.equal(a, _draw(x, seed, **kw)), (width, tail, kw, seed)
+
+
 def test_chain_closes_rows_early(monkeypatch):
     """p = 0.9: every row is closed well before the last launch (the winner is kept with probability >= p, a
     rejected row's next candidate is tested one or two launches later); min-p alone is launch 1 + one launch."""
@@ -104,7 +142,7 @@ def test_chain_closes_rows_early(monkeypatch):
     x = torch.randn(64, 500, generator=_G) * 3
     log = _counting(monkeypatch)
     _draw(x, 5, temperature=0.7, top_p=0.9)
-    assert len(log) == S.winner_passes(S.INTERP_NPIV) + 1 and log[-1] == (3, 64)
+    assert len(log) == len(S.chain_schedule(S.INTERP_NPIV)) + 1 and log[-1] == (3, 64)
     assert log[3][1] == 64, log  # all closed by the fourth chain launch (launch 5)
     log.clear()
     _draw(x, 5, temperature=0.7, min_p=0.1)
@@ -145,19 +183,23 @@ _PTX_CHECK = """
 import re, sys, triton
 from triton.backends.compiler import GPUTarget
 from rocm_inductor.providers.triton import sampling as S
-case = next(c for c in S._search_aot_cases() if c["name"].startswith("sample chain PREV=2 CUR=2 top-p=True"))
-src = triton.compiler.ASTSource(case["fn"], case["signature"], case["constexprs"])
-ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": case["num_warps"]}).asm["ptx"]
-print(len(re.findall(r"\\b(?:div|rem)\\.[su]64\\b", ptx)))
+n = 0
+cases = [c for c in S._search_aot_cases() if c["name"].startswith("sample chain PREV=2 CUR=2") and "B=64" in c["name"]]
+assert len(cases) == 3, [c["name"] for c in cases]  # head, switch to the tail's pivots, tail
+for case in cases:
+    src = triton.compiler.ASTSource(case["fn"], case["signature"], case["constexprs"])
+    ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": case["num_warps"]}).asm["ptx"]
+    n += len(re.findall(r"\\b(?:div|rem)\\.[su]64\\b", ptx))
+print(n)
 """
 
 
 @pytest.mark.slow
 def test_chain_pivots_compile_without_64bit_division():
-    """sm_90 PTX of the chain's top-p passes has no ``div``/``rem`` on 64-bit integers: ``_winner_pivot``
-    divides by two constants (multiply-shift). A select of two signed constant divisions of one dividend is
-    folded by LLVM into one division by the selected divisor, a 64-bit division subroutine that cost ~10 us
-    per call at V=32000 B=32 / 64 on the H200 (2026-12-01, benchmarks/RESULTS.md). Compiled ahead of time in a
+    """sm_90 PTX of the chain's top-p passes (8 and 64 pivots) has no ``div``/``rem`` on 64-bit integers:
+    ``_winner_pivot`` divides by two constants (multiply-shift). A select of two signed constant divisions of one
+    dividend is folded by LLVM into one division by the selected divisor, a 64-bit division subroutine that cost
+    ~10 us per call at V=32000 B=32 / 64 on the H200 (2026-12-01, benchmarks/RESULTS.md). Compiled ahead of time in a
     subprocess without the interpreter (as tests/test_triton_aot.py), no GPU needed."""
     import os
     import subprocess

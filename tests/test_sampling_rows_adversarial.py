@@ -126,7 +126,7 @@ def test_greedy_after_overflow_takes_the_argmax(monkeypatch):
                         (nan_t, dict(t_rows=torch.tensor([NAN], device=DEV), min_p=0.1), 3)):
         assert int(check(monkeypatch, x, **kw)[0]) == want, kw
     # mixed in a batch with ordinary rows (several programs, split first pass)
-    x = torch.cat([big, neg, torch.randn(3, 5, generator=torch.Generator().manual_seed(2), device=DEV)])
+    x = torch.cat([big, neg, torch.randn(3, 5, generator=torch.Generator().manual_seed(2)).to(DEV)])
     check(monkeypatch, x, t_rows=torch.tensor([1e-6, 0.1, 1e-6, 0.7, 1.0], device=DEV), top_p=0.8)
 
 
@@ -214,3 +214,58 @@ def test_hostile_distributions_chi_square(shape, monkeypatch):
         tok = rows(monkeypatch, x, shape, temperature=t, top_p=p, min_p=mp, is_probs=probs_in)
         ref = exact_distribution(torch.log(lg) if probs_in else lg, t, 0, p, mp)
         assert _chi2_ok(tok, ref), (lg, t, p, mp)
+
+
+def test_min_p_one_keeps_the_row_max_at_any_temperature(monkeypatch):
+    """Regression (H200, 2026-12-01): with FP contraction on, the row path's max of ``x / T`` and the same
+    quotient in its row kernel differed at T = 0.7 / 0.8, so min-p 1 (HF: only the maxima survive) kept nothing
+    and drew token 0. Every path (row kernel, chain, plain search) must draw the argmax of ``x / T``."""
+    g = torch.Generator().manual_seed(5)
+    x = (torch.randn(24, 603, generator=g) * 3).to(DEV)
+    mp = torch.ones(24, device=DEV)
+    want = x.float().cpu().argmax(1)
+    for t in (0.7, 0.8, 0.3):
+        for seed in (0, 1):
+            assert torch.equal(rows(monkeypatch, x, seed=seed, temperature=t, mp_rows=mp), want), t
+            with monkeypatch.context() as m:
+                m.setattr(R, "ROW_PATH", False)
+                assert torch.equal(draw(x, seed=seed, temperature=t, mp_rows=mp), want), t
+            assert torch.equal(search(monkeypatch, x, seed=seed, temperature=t, mp_rows=mp), want), t
+
+
+def test_every_sampler_launch_turns_fp_contraction_off(monkeypatch):
+    """Each kernel launch of the three sampler paths passes ``enable_fp_fusion=False`` (:data:`S.FP_OPTIONS`), and
+    every AOT case compiles with it: the cross-kernel consistency above depends on it."""
+    seen = {}
+
+    def spy(name, kernel):
+        class Launch:
+            def __getitem__(self, grid):
+                def go(*a, **k):
+                    seen.setdefault(name, []).append(k.get("enable_fp_fusion"))
+                    return kernel[grid](*a, **k)
+                return go
+        return Launch()
+    for mod, names in ((S, ("_step_kernel", "_chain_kernel", "_pick_kernel", "_group_max_kernel",
+                            "_topk_draw_kernel")), (R, ("_first_kernel", "_row_kernel"))):
+        for n in names:
+            monkeypatch.setattr(mod, n, spy(n, getattr(mod, n)))
+    x = torch.randn(4, 301, generator=torch.Generator().manual_seed(1)).to(DEV)
+    draw(x, top_p=0.8, temperature=0.7)  # chain or rows, whatever the routing picks
+    with monkeypatch.context() as m:
+        m.setattr(R, "ROW_PATH", True)
+        m.setattr(R, "ROW_CHUNK", 64)
+        m.setattr(R, "INTERP_ROW_CHUNK", 64)
+        draw(x, top_p=0.8, temperature=0.7)
+    with monkeypatch.context() as m:
+        m.setattr(R, "ROW_PATH", False)
+        m.setattr(S, "FORCE_CHUNK", 64)
+        draw(x, top_p=0.8, temperature=0.7)
+    with monkeypatch.context() as m:
+        m.setattr(S, "WINNER", False)
+        draw(x, top_p=0.8, temperature=0.7)
+    S.sample(x, torch.tensor([3], device=DEV), None, 0.7, None, 20, None, 0.9, None, 0.0, None, False, True)
+    assert set(seen) == {"_step_kernel", "_chain_kernel", "_pick_kernel", "_group_max_kernel", "_topk_draw_kernel",
+                         "_first_kernel", "_row_kernel"}, sorted(seen)
+    assert all(v is False for vs in seen.values() for v in vs), seen
+    assert all(c["options"] == S.FP_OPTIONS for c in S.aot_cases() + R.aot_cases())

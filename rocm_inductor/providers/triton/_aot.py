@@ -7,6 +7,7 @@ configs and specialisations its launcher picks at typical sizes, each ``{"name",
 - ``"targets"``: target names (keys of :data:`TARGETS`) the case is compiled for (default: all). A config
   the launcher prunes on ROCm (``num_warps * 64 > 1024``) names only ``"sm_90"``.
 - ``"known_spill"``: a sentence; the spill checks report the case instead of failing on it.
+- ``"options"``: extra compile options the launcher passes (e.g. ``{"enable_fp_fusion": False}``).
 - ``"attrs"``: ``{param: [["tt.divisibility", 16]]}``; by default every pointer gets divisibility 16
   (torch allocations are 16-byte aligned, as Triton's launcher specialises them).
 
@@ -99,7 +100,7 @@ def case_key(module: str, case: dict[str, Any], target: str) -> str:
     import triton
 
     src = inspect.getsource(sys.modules[module])
-    desc = {k: case.get(k) for k in ("name", "signature", "constexprs", "num_warps", "attrs")}
+    desc = {k: case.get(k) for k in ("name", "signature", "constexprs", "num_warps", "attrs", "options")}
     desc["fn"] = _jit_fn(case["fn"]).__name__
     blob = json.dumps([src, desc, target, triton.__version__], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
@@ -195,7 +196,8 @@ def compile_case(case: dict[str, Any], target: str) -> dict[str, Any]:
     src = _source(fn, case["signature"], case.get("constexprs", {}), _attrs(fn, case))
     t0 = time.perf_counter()
     k = triton.compile(src, target=GPUTarget(backend, arch, warp),
-                       options={"num_warps": case["num_warps"], "num_stages": case.get("num_stages", 1)})
+                       options={"num_warps": case["num_warps"], "num_stages": case.get("num_stages", 1),
+                                **case.get("options", {})})
     res: dict[str, Any] = {"threads": case["num_warps"] * warp}
     if backend == "hip":
         res.update(_amd_resources(k.asm["amdgcn"]))

@@ -39,7 +39,8 @@ host sync, no host RNG):
    picks each row's best chunk (ties -> lowest index, as ``torch.argmax``), skipped when ``NCH == 1``.
 
 Launches (P = :func:`search_passes`, 11 for NP=8, 8 for NP=16, 6 for NP=64): top-k + top-p ``2P + 1``,
-top-k only ``P + 1``, top-p only ``P + 2``, neither 2; plus the pick when ``NCH > 1``. A filter that is off for
+top-k only ``P + 1``, top-p only ``P + 2`` (the chain: ``len(chain_schedule(NP)) + 2``), neither 2; plus the pick
+when ``NCH > 1``. A filter that is off for
 the whole batch (host flags) costs no pass; a row whose filter is off or whose interval has converged keeps it.
 
 Row path (no top-k: top-p and/or min-p, where :func:`.sampling_rows.row_path` measured it faster: V <= 65536, or
@@ -57,7 +58,9 @@ A row's first candidate is kept with probability about p (at once when it is the
 more, so most rows close by launch 3-5; programs whose rows are all closed return after one load of ``OUT``
 (the host still issues the fixed launch sequence), and the last launch (interval one key wide) draws exactly.
 Same tokens as the plain search (tests/test_sampling_winner.py, tests/test_sampling_chain.py); min-p alone is
-launch 1 + one chain launch.
+launch 1 + one chain launch. The chain's passes take NP pivots while the interval is wider than 2^24 keys, then 64
+(:func:`chain_schedule`: 7 passes at NP 8 instead of 11; by then nearly every row is closed and a launch costs its
+count, ~1.5 us): session 6, V=128256 B=32 top-p 0.9 79.8 -> 72.8 us, B=1 >= 22.6 -> 20.9 (H200, torch 2.11).
 
 The search passes' compare tiles are (ROWS, NP, BLOCK), pivots on the slow axis (no lane repeats a column's
 load / exp / key); large work accumulates them over the chunk and reduces once (:data:`ACC_TILE`).
@@ -216,6 +219,25 @@ LANE_ARGMAX: bool | None = None
 #: ``B * V`` from which :data:`LANE_ARGMAX` None turns the lane accumulators on (V=128256 B=32 is 4.1e6, the
 #: smallest clear win; V=32000 B=64, 2.05e6, gained 3% on a branch that was slower there: left off).
 LANE_WORK = 4_000_000
+#: The chain's pivot schedule (:func:`chain_schedule`): its passes take the launch's ``NP`` pivots while the key
+#: interval is wider than ``CHAIN_TAIL_WIDTH``, then ``CHAIN_TAIL_NP`` (None: ``NP`` throughout). By then almost
+#: every row is closed and its programs return at once, so what those launches cost is their count (~1.5 us each in
+#: a CUDA graph, CUPTI), and 64 pivots cover the rest of the interval in fewer launches; while rows are still open
+#: (the first ~3 passes at B=32) 64 pivots cost 8x the compares of 8. H200 2026-12-01 (torch 2.11, triton 3.6, top-p
+#: 0.9 alone, op in a CUDA graph, benchmarks/results/sampling_chain_tail_session6.csv), us, no tail / tail after 2
+#: passes / after 3: V=128256 B=1 (NP 16) >= 22.6 / 20.9 / 22.6, B=8 45.7 / 42.8 / 43.5, B=32 (NP 8) 79.8 / 79.9 /
+#: 72.8; V=151936 B=32 88.0 / 92.8 / 85.3. 2^24 keys is 2 passes of 16 pivots, 3 of 8: the best of each.
+CHAIN_TAIL_WIDTH = 1 << 24
+CHAIN_TAIL_NP: int | None = 64
+#: Compile options of every sampler launch: no FP contraction. Triton's ``x / T`` is ``div.full.f32`` on NVIDIA;
+#: with contraction on, the ``sub.f32`` of ``exp(y - max)`` after it is fused by ptxas differently per kernel, so the
+#: max of ``x / T`` (one kernel) and the same quotient minus it (another) disagreed: min-p >= 1 (keep the maxima) kept
+#: nothing on the row path at T = 0.7 / 0.8 (H200, 2026-12-01, triton 3.6; exact at T = 0.5 / 1). Off, the PTX has
+#: ``sub.rn`` / ``mul.rn`` (not fusable) and every path draws the plain search's token; timing unchanged (V=128256
+#: top-p 0.9 B = 32 / 64: 73.1 / 107.5 us off vs 74.6 / 108.2 on), while IEEE ``div_rn`` cost 90.3 / 154.9 and
+#: ``x * (1 / T)`` 73.9 / 130.0 (benchmarks/RESULTS.md, session 6). ROCm takes the same option (HIPOptions): not run
+#: on an AMD GPU, only compiled ahead of time.
+FP_OPTIONS = {"enable_fp_fusion": False}
 #: Tests only: force this chunk width (a power of two) to exercise the split path under the interpreter.
 FORCE_CHUNK: int | None = None
 _KEY_MIN = tl.constexpr(-(2**31))  # a constexpr: compiled Triton reads no plain globals
@@ -264,6 +286,40 @@ def winner_passes(npiv: int) -> int:
     return _passes_to_width_one(npiv)
 
 
+def chain_schedule(npiv: int, width: int | None = None, tail: int | None = None) -> tuple[int, ...]:
+    """Pivots per search pass of the restricted-winner chain: ``npiv`` while the key interval is wider than
+    ``width`` keys (None: :data:`CHAIN_TAIL_WIDTH`), then ``tail`` (None: :data:`CHAIN_TAIL_NP`; 0, or that None:
+    ``npiv`` throughout), as many passes as always shrink a 2^32-wide key interval to width 1 when a pass of ``n``
+    pivots leaves at most ``ceil(d / n)`` (:func:`_winner_pivot`). ``chain_schedule(8, tail=0)`` has
+    :func:`winner_passes` (11) entries; with the defaults ``(8, 8, 8, 64, 64, 64, 64)`` and ``chain_schedule(16)``
+    ``(16, 16, 64, 64, 64, 64)``.
+
+    Raises:
+        ValueError: a pivot count below 2 (one pivot at the candidate's key need not shrink the interval).
+    """
+    width = CHAIN_TAIL_WIDTH if width is None else width
+    tail = CHAIN_TAIL_NP if tail is None else tail
+    if min(npiv, tail or npiv) < 2:
+        raise ValueError(f"the chain needs >= 2 pivots per pass, got {npiv} / {tail}")
+    d, out = 2**32, []
+    while d > 1:
+        n = tail if tail and d <= width else npiv
+        d, out = -(-d // n), out + [n]
+    return tuple(out)
+
+
+def chain_pass_shape(cfg: dict[str, int], npiv: int) -> dict[str, int]:
+    """``BLOCK`` and ``CB`` of a chain pass with ``npiv`` pivots in a launch shaped by ``cfg``
+    (:func:`launch_config`): the same ``ROWS * NP * BLOCK`` compare tile and ``ROWS * CB * NP`` reduction tile as
+    ``cfg``'s own pivot count (powers of two; the grid, ``CHUNK`` and ``ROWS`` stay), BLOCK >= 4 (the noise takes
+    four columns per Philox call)."""
+    if npiv == cfg["NP"]:
+        return {"BLOCK": cfg["BLOCK"], "CB": cfg["CB"]}
+    block = max(4, min(cfg["CHUNK"], cfg["BLOCK"] * cfg["NP"] // npiv))
+    cb = max(1, min(cfg["NCHB"], cfg["CB"] * cfg["NP"] // npiv))
+    return {"BLOCK": block, "CB": cb}
+
+
 def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None = None) -> dict[str, int]:
     """Launch shape for a (b, v) batch.
 
@@ -307,6 +363,13 @@ def launch_config(b: int, v: int, chunk: int | None = None, interp: bool | None 
     warps = STEP_WARPS or (8 if rows * block * npiv >= 16384 else 4)
     return dict(CHUNK=chunk, NCH=nch, BLOCK=block, ROWS=rows, NP=npiv, NCHB=nchb, CB=cb, num_warps=warps,
                 ACC=acc)
+
+
+@triton.jit
+def _scaled(x, t):
+    """``x / t``, the scaled logit every pass of every sampler kernel computes through this one function; launched
+    with :data:`FP_OPTIONS` (no FP contraction) so the same quotient is the same float in every kernel."""
+    return x / t
 
 
 @triton.jit
@@ -614,7 +677,7 @@ def _step_kernel(
             bi = tl.zeros([ROWS, BLOCK], dtype=tl.int64) + col0
         for c0 in range(0, CHUNK, BLOCK):
             x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, col0 + c0 + ar, V, IS_PROBS, HAS_BAN)
-            y = x / t_safe[:, None]
+            y = _scaled(x, t_safe[:, None])
             if LANE:
                 mv = tl.maximum(mv, y)
             else:
@@ -705,7 +768,7 @@ def _step_kernel(
                         z2 = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
             for c0 in range(0, n_run, BLOCK):
                 x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, col0 + c0 + ar, V, IS_PROBS, HAS_BAN)
-                y = x / t_safe[:, None]
+                y = _scaled(x, t_safe[:, None])
                 kk = _key(y)
                 if CUR == 1:
                     if ACC:
@@ -758,7 +821,7 @@ def _step_kernel(
             for c0 in range(0, CHUNK * todo.to(tl.int32), BLOCK):
                 cols = col0 + c0 + ar
                 x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
-                y = x / t_safe[:, None]
+                y = _scaled(x, t_safe[:, None])
                 keep = _key(y).to(tl.int64) >= keep_from[:, None]
                 if USE_MINP:
                     keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
@@ -826,11 +889,11 @@ _NEED = tl.constexpr(-(2**40))  # candidate state: "drawn by this launch, in its
 def _chain_kernel(
     X, stride_x, BAN, stride_ban, SEED, T_PTR, P_PTR, MINP_PTR,
     PMAX, MASS, ZP, CS, GV, GI, OUT,
-    B, V, NCH, step, t_val, p_val, omp_val, minp_val,
+    B, V, NCH, MSTRIDE, step, t_val, p_val, omp_val, minp_val,
     T_ROWS: tl.constexpr, P_ROWS: tl.constexpr, MINP_ROWS: tl.constexpr,
     USE_P: tl.constexpr, USE_MINP: tl.constexpr, IS_PROBS: tl.constexpr, HAS_BAN: tl.constexpr,
     PREV: tl.constexpr, CUR: tl.constexpr,
-    CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, NP: tl.constexpr,
+    CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, NP: tl.constexpr, PNP: tl.constexpr,
     NCHB: tl.constexpr, CB: tl.constexpr, ACC: tl.constexpr, LANE: tl.constexpr, DRAW: tl.constexpr,
 ):
     """Launch ``step`` >= 2 of the restricted-winner chain (no top-k: top-p and/or min-p; module docstring),
@@ -849,6 +912,10 @@ def _chain_kernel(
     the pivots, ``Z`` in the first) or 3 (the last launch: the interval is one key, so a rejected row's new
     candidate is exact; with one chunk it goes straight to ``OUT``, else :func:`_pick_kernel` picks).
     ``CS``: int64 [launches + 1, 4, B] (lo, hi, candidate key or ``_NEED``, candidate token) per launch.
+    ``NP``: this pass's pivots, ``PNP``: the previous pass's (:func:`chain_schedule`); ``CB``: the chunk step of
+    the reduction of the previous pass's partials (:func:`chain_pass_shape`). ``MASS`` holds two halves of
+    ``MSTRIDE`` (>= B * NCH * max NP) floats, [launch % 2], each a [B, NCH, NP] block of its writer's NP: a pass
+    of 64 pivots must not overwrite the half of 8-pivot partials the other programs are still reading.
     ``DRAW`` off (host: launch 2 with top-p, no min-p, no per-row p, scalar p > 0): no row can reject
     launch 1's winner here (lo is the smallest key), so the draw code is compiled out. ``LANE``: as
     :func:`_step_kernel`'s.
@@ -881,9 +948,9 @@ def _chain_kernel(
             hi = tl.load(st_in + B + rows, mask=live, other=_KEY_MIN + 1)
             ck = tl.load(st_in + 2 * B + rows, mask=live, other=_NEED)
             ctok = tl.load(st_in + 3 * B + rows, mask=live, other=0)
-            if USE_P:
-                piv = _winner_pivot(lo, hi, ck, NP)
-                mass = _reduce_parts(MASS, par_in, rows, live, B, NCH, ROWS, NP, NCHB, CB, False)
+            if USE_P:  # the previous pass's pivots (PNP of them) and its per-chunk masses
+                piv = _winner_pivot(lo, hi, ck, PNP)
+                mass = _reduce_parts(MASS + par_in * MSTRIDE, 0, rows, live, B, NCH, ROWS, PNP, NCHB, CB, False)
                 thr = omp * _reduce_chunks(ZP, rows, live, NCH, NCHB, False)
                 lo, hi = _narrow(lo, hi, piv, mass <= thr[:, None])
         # The candidate the previous launch drew (its best chunk, the first among equals, as the pick).
@@ -893,7 +960,7 @@ def _chain_kernel(
         gv = tl.load(GV + pbase[:, None] + cc[None, :], mask=need[:, None] & (cc < NCH)[None, :],
                      other=float("-inf"))
         tok = tl.load(GI + pbase + tl.argmax(gv, axis=1).to(tl.int64), mask=need, other=0)
-        yw = _load_at(X, rows * stride_x + tok, BAN, rows * stride_ban + tok, need, IS_PROBS, HAS_BAN) / t_safe
+        yw = _scaled(_load_at(X, rows * stride_x + tok, BAN, rows * stride_ban + tok, need, IS_PROBS, HAS_BAN), t_safe)
         ok = need & (~greedy)
         if USE_MINP and PREV == 0:
             ok = ok & ~(tl.exp(yw - m_safe) < mp)  # launch 1's winner ignored min-p; later ones are inside it
@@ -933,7 +1000,7 @@ def _chain_kernel(
         for c0 in range(0, CHUNK * tl.maximum(n_srch, n_rej), BLOCK):
             cols = col0 + c0 + ar
             x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
-            y = x / t_safe[:, None]
+            y = _scaled(x, t_safe[:, None])
             kk = _key(y)
             if CUR == 2:
                 if n_srch > 0:
@@ -960,7 +1027,7 @@ def _chain_kernel(
                 if PREV == 0:
                     z = tl.sum(z2, axis=1)
             jn = tl.arange(0, NP)
-            poff = ((par_out * B + rows[:, None]) * NCH + chunk) * NP + jn[None, :]
+            poff = par_out * MSTRIDE + (rows[:, None] * NCH + chunk) * NP + jn[None, :]
             tl.store(MASS + poff, mass, mask=srch[:, None])
             if PREV == 0:
                 tl.store(ZP + rows * NCH + chunk, z, mask=live)
@@ -1099,7 +1166,7 @@ def _group_max_kernel(X, stride_x, BAN, stride_ban, T_PTR, GM, B, V, NG, t_val,
         msk = rmask[:, None, None] & (cols < V)
         x = _load_at(X, rows[:, None, None] * stride_x + cols, BAN, rows[:, None, None] * stride_ban + cols, msk,
                      IS_PROBS, HAS_BAN)
-        gm = tl.max(x / t_safe[:, None, None], axis=2)
+        gm = tl.max(_scaled(x, t_safe[:, None, None]), axis=2)
         tl.store(GM + rows[:, None] * NG + gi[None, :], gm, mask=rmask[:, None] & (gi < NG)[None, :])
 
 
@@ -1122,7 +1189,7 @@ def _row_tile(X, xrow, BAN, brow, CAND, rows, rmask, full, n_keep, t_safe, q, V,
     the scaled logits ``x / T`` there."""
     cols, valid = _cand(CAND, rows, q, full, n_keep, V, G, GCAP)
     valid = valid & rmask[:, None] & full[:, None]
-    return cols, valid, _load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN) / t_safe[:, None]
+    return cols, valid, _scaled(_load_at(X, xrow + cols, BAN, brow + cols, valid, IS_PROBS, HAS_BAN), t_safe[:, None])
 
 
 @triton.jit
@@ -1203,8 +1270,8 @@ def _gather(X, stride_x, BAN, stride_ban, CAND, rows, rmask, n_keep, t_safe, V, 
     validity, scaled logits ``x / T`` and int32 keys."""
     cols, valid = _cand(CAND, rows, tl.arange(0, CT)[None, :], rows < 0, n_keep, V, G, GCAP)
     valid = valid & rmask[:, None]
-    y = _load_at(X, rows[:, None] * stride_x + cols, BAN, rows[:, None] * stride_ban + cols, valid, IS_PROBS,
-                 HAS_BAN) / t_safe[:, None]
+    y = _scaled(_load_at(X, rows[:, None] * stride_x + cols, BAN, rows[:, None] * stride_ban + cols, valid,
+                         IS_PROBS, HAS_BAN), t_safe[:, None])
     return cols, valid, y, _key(y)
 
 
@@ -1357,8 +1424,8 @@ def _topk_draw_kernel(
     aj = tl.arange(0, G)
     gcols = best_g[:, None] * G + aj[None, :]
     gm2 = rmask[:, None] & (gcols < V)
-    yg = _load_at(X, rows[:, None] * stride_x + gcols, BAN, rows[:, None] * stride_ban + gcols, gm2,
-                  IS_PROBS, HAS_BAN) / t_safe[:, None]
+    yg = _scaled(_load_at(X, rows[:, None] * stride_x + gcols, BAN, rows[:, None] * stride_ban + gcols, gm2,
+                          IS_PROBS, HAS_BAN), t_safe[:, None])
     tok_g = tl.min(tl.where(gm2 & (yg == m[:, None]), gcols, V), axis=1)
     tok_g = tl.where(tok_g >= V, 0, tok_g)
 
@@ -1440,7 +1507,7 @@ def _sample_topk(x, seed, ts, k, ps, mps, ban_t, ban_stride, use_p, use_minp, is
     grid1 = (triton.cdiv(b, cfg["ROWS1"]), triton.cdiv(cfg["NG"], cfg["CG"]))
     _group_max_kernel[grid1](x, x.stride(0), ban_arg, ban_stride, t_arg, gm, b, v, cfg["NG"], t_val,
                              CG=cfg["CG"], SBG=cfg["SBG"], ROWS=cfg["ROWS1"], num_warps=cfg["num_warps1"],
-                             **common)
+                             **common, **FP_OPTIONS)
     grid2 = (triton.cdiv(b, cfg["ROWS"]),)
     _topk_draw_kernel[grid2](x, x.stride(0), ban_arg, ban_stride, seed.reshape(-1), t_arg,
                              dummy if ps is None else ps, dummy if mps is None else mps, gm, cand, cbuf, out,
@@ -1448,7 +1515,7 @@ def _sample_topk(x, seed, ts, k, ps, mps, ban_t, ban_stride, use_p, use_minp, is
                              P_ROWS=ps is not None, MINP_ROWS=mps is not None, USE_P=use_p, USE_MINP=use_minp,
                              GCAP=cfg["GCAP"], ET=cfg["ET"], CT=cfg["CT"], FB=cfg["FB"], NP=cfg["NP"],
                              NPASS=cfg["NPASS"], CC=cfg["CC"], CJ=cfg["CJ"], NPB=cfg["NPB"], GEO=cfg["GEO"],
-                             ROWS=cfg["ROWS"], num_warps=cfg["num_warps"], **common)
+                             ROWS=cfg["ROWS"], num_warps=cfg["num_warps"], **common, **FP_OPTIONS)
     return out
 
 
@@ -1512,12 +1579,13 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     f32 = dict(dtype=torch.float32, device=dev)
     pmax = torch.empty(b, nch, **f32)
     cnt = torch.empty(2, b, nch, npiv, dtype=torch.int32, device=dev) if use_k else out
-    mass = torch.empty(2, b, nch, npiv, **f32) if use_p else pmax
+    win = WINNER and not use_k and (use_p or use_minp)
+    sched = chain_schedule(npiv) if win and use_p else ()  # the chain's pivots per pass
+    mass = torch.empty(2, b, nch, max((npiv,) + sched), **f32) if use_p else pmax
     zp = torch.empty(b, nch, **f32) if use_p else pmax
     n_steps = 1 + (passes if use_k else 0) + (passes if use_p else 0)
     st = torch.empty(n_steps + 1, 2, b, dtype=torch.int64, device=dev)
     tk = torch.empty(b, dtype=torch.int64, device=dev) if use_p else out
-    win = WINNER and not use_k and (use_p or use_minp)
     if win:
         # the chain's candidate partials, [launch % 2] (launch 1 writes [1]); CS: its per-launch row state
         gv2 = torch.empty(2, b, nch, **f32)
@@ -1538,12 +1606,12 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
               num_warps=cfg["num_warps"])
 
     def launch(step: int, prev: int, cur: int) -> None:
-        _step_kernel[grid](*args, step, *scalars, PREV=prev, CUR=cur, **kw)
+        _step_kernel[grid](*args, step, *scalars, PREV=prev, CUR=cur, **kw, **FP_OPTIONS)
 
     step, prev = 1, 0
     launch(step, 0, 0)  # maxima (+ top-k pass 1)
     if win:
-        return _chain(args, kw, grid, cfg, winner_passes(npiv) if use_p else 0, gv2, gi2, scalars, out)
+        return _chain(args, kw, grid, cfg, sched, gv2, gi2, scalars, out)
     if use_k:
         prev = 1
         for _ in range(passes - 1):
@@ -1558,7 +1626,7 @@ def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, to
     if nch > 1:
         frows = _pick_rows(b, cfg["NCHB"])
         _pick_kernel[(triton.cdiv(b, frows),)](gv, gi, out, b, nch, ROWS=frows, NCHB=cfg["NCHB"], OPEN=False,
-                                               num_warps=4)
+                                               num_warps=4, **FP_OPTIONS)
     return out
 
 
@@ -1573,30 +1641,36 @@ _STEP_ARGS = tuple(_step_kernel.arg_names)
 _CHAIN_ARGS = tuple(_chain_kernel.arg_names)
 
 
-def _chain(args, kw, grid, cfg, passes, gv2, gi2, scalars, out) -> torch.Tensor:
-    """Launches 2 .. passes + 2 of the restricted-winner chain (:func:`_chain_kernel`) after launch 1, then the
-    pick of the rows still open (when a row has more than one chunk)."""
+def _chain(args, kw, grid, cfg, sched, gv2, gi2, scalars, out) -> torch.Tensor:
+    """Launches 2 .. len(sched) + 2 of the restricted-winner chain (:func:`_chain_kernel`) after launch 1, pass i
+    with ``sched[i]`` pivots (:func:`chain_schedule`; empty: min-p alone), then the pick of the rows still open
+    (when a row has more than one chunk)."""
     named = dict(zip(_STEP_ARGS, args))  # launch 1's arguments by parameter name
     x, b, nch = named["X"], named["B"], named["NCH"]
-    named.update(CS=torch.empty(passes + 3, 4, b, dtype=torch.int64, device=x.device), GV=gv2, GI=gi2)
+    named.update(CS=torch.empty(len(sched) + 3, 4, b, dtype=torch.int64, device=x.device), GV=gv2, GI=gi2,
+                 MSTRIDE=named["MASS"].numel() // 2)  # MASS: [2, B, NCH, max NP] (or a dummy: min-p alone)
     cargs = tuple(named[n] for n in _CHAIN_ARGS[:_CHAIN_ARGS.index("step")])
     ckw = {k: kw[k] for k in ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN", "CHUNK",
-                              "BLOCK", "ROWS", "NP", "NCHB", "CB", "ACC", "LANE", "num_warps")}
+                              "ROWS", "NCHB", "ACC", "LANE", "num_warps")}
     t_val, _k, p_val, omp_val, minp_val = scalars
     # launch 2 cannot reject launch 1's winner without min-p and with one p > 0 (module docstring): no draw code
     draw2 = kw["USE_MINP"] or kw["P_ROWS"] or not p_val > 0.0
-    step, prev = 1, 0
-    for _ in range(passes):
+    step, prev, pnp = 1, 0, cfg["NP"]
+    for npiv in sched:
         step += 1
         _chain_kernel[grid](*cargs, step, t_val, p_val, omp_val, minp_val, PREV=prev, CUR=2,
-                            DRAW=bool(prev == 2 or draw2), **ckw)
-        prev = 2
+                            DRAW=bool(prev == 2 or draw2), NP=npiv, PNP=pnp,
+                            BLOCK=chain_pass_shape(cfg, npiv)["BLOCK"], CB=chain_pass_shape(cfg, pnp)["CB"], **ckw,
+                            **FP_OPTIONS)
+        prev, pnp = 2, npiv
     step += 1
-    _chain_kernel[grid](*cargs, step, t_val, p_val, omp_val, minp_val, PREV=prev, CUR=3, DRAW=True, **ckw)
+    # the last launch narrows with the previous pass's PNP pivots and only draws: launch 1's tile shape
+    _chain_kernel[grid](*cargs, step, t_val, p_val, omp_val, minp_val, PREV=prev, CUR=3, DRAW=True, NP=cfg["NP"],
+                        PNP=pnp, BLOCK=cfg["BLOCK"], CB=chain_pass_shape(cfg, pnp)["CB"], **ckw, **FP_OPTIONS)
     if nch > 1:
         frows = _pick_rows(b, cfg["NCHB"])
         _pick_kernel[(triton.cdiv(b, frows),)](gv2[step % 2], gi2[step % 2], out, b, nch, ROWS=frows,
-                                               NCHB=cfg["NCHB"], OPEN=True, num_warps=4)
+                                               NCHB=cfg["NCHB"], OPEN=True, num_warps=4, **FP_OPTIONS)
     return out
 
 
@@ -1652,18 +1726,31 @@ def _search_aot_cases() -> list[dict[str, Any]]:
         csig = {k: ptr[k] for k in ("X", "stride_x", "BAN", "stride_ban", "SEED", "T_PTR", "P_PTR", "MINP_PTR",
                                     "PMAX", "MASS", "ZP")}
         csig.update({"CS": "*i64", "GV": "*fp32", "GI": "*i64", "OUT": "*i64", "B": "i32", "V": "i32",
-                     "NCH": "i32", "step": "i32", "t_val": "fp32", "p_val": "fp32", "omp_val": "fp32",
-                     "minp_val": "fp32"})
+                     "NCH": "i32", "MSTRIDE": "i32", "step": "i32", "t_val": "fp32", "p_val": "fp32",
+                     "omp_val": "fp32", "minp_val": "fp32"})
         cflags = ("T_ROWS", "P_ROWS", "MINP_ROWS", "USE_P", "USE_MINP", "IS_PROBS", "HAS_BAN", "PREV", "CUR",
-                  "CHUNK", "BLOCK", "ROWS", "NP", "NCHB", "CB", "ACC", "LANE", "DRAW")
+                  "CHUNK", "BLOCK", "ROWS", "NP", "PNP", "NCHB", "CB", "ACC", "LANE", "DRAW")
         csig.update({k: "constexpr" for k in cflags})
         cbase = {k: base[k] for k in cflags if k in base}
-        for prev, cur, use_p, use_minp in ((0, 2, True, False), (2, 2, True, False), (2, 3, True, False),
-                                           (0, 3, False, True)):
-            cases.append({"name": f"sample chain PREV={prev} CUR={cur} top-p={use_p} min-p={use_minp} B={b} V={v}",
+        # the passes of chain_schedule: head (NP -> NP), the switch (NP -> tail), tail (tail -> tail), the last
+        sched = chain_schedule(cfg["NP"])
+        npt = sched[-1]
+
+        def shape(n, cfg=cfg):
+            return chain_pass_shape(cfg, n)
+        passes = [(0, 2, True, False, cfg["NP"], cfg["NP"], shape(cfg["NP"])["BLOCK"]),
+                  (2, 2, True, False, cfg["NP"], cfg["NP"], shape(cfg["NP"])["BLOCK"]),
+                  (2, 2, True, False, npt, cfg["NP"], shape(npt)["BLOCK"]),
+                  (2, 2, True, False, npt, npt, shape(npt)["BLOCK"]),
+                  (2, 3, True, False, cfg["NP"], npt, cfg["BLOCK"]),
+                  (0, 3, False, True, cfg["NP"], cfg["NP"], cfg["BLOCK"])]
+        for prev, cur, use_p, use_minp, npiv, pnp, block in dict.fromkeys(passes):
+            cases.append({"name": f"sample chain PREV={prev} CUR={cur} NP={npiv} PNP={pnp} top-p={use_p} "
+                                  f"min-p={use_minp} B={b} V={v}",
                           "fn": _chain_kernel, "signature": csig,
                           "constexprs": {**cbase, "USE_P": use_p, "USE_MINP": use_minp, "PREV": prev, "CUR": cur,
-                                         "DRAW": prev == 2 or cur == 3},
+                                         "DRAW": prev == 2 or cur == 3, "NP": npiv, "PNP": pnp, "BLOCK": block,
+                                         "CB": shape(pnp)["CB"]},
                           "num_warps": cfg["num_warps"]})
         if cfg["NCH"] > 1:
             frows = _pick_rows(b, cfg["NCHB"])
@@ -1720,4 +1807,4 @@ def aot_cases() -> list[dict[str, Any]]:
                           # gfx942/gfx950 7-13 SGPRs spilled. triton 3.6 (the H200's, timed): sm_90 0-8 B;
                           # gfx942 22-25 VGPRs at 16 warps (the pivot-search tail of before: 13), 16-30 SGPRs at 8.
                           "known_spill": "sm_90 stack <= 16 B / gfx SGPR spills in the register-resident top-k draw"})
-    return cases + _search_aot_cases()
+    return [{**c, "options": dict(FP_OPTIONS)} for c in cases + _search_aot_cases()]  # as launched

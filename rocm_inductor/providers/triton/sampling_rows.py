@@ -50,6 +50,7 @@ import triton.language as tl
 
 from .sampling import (
     AOT_FLAGS,
+    FP_OPTIONS,
     _key,
     _lane_best,
     _load,
@@ -59,6 +60,7 @@ from .sampling import (
     _noise,
     _pivots,
     _row_temperature,
+    _scaled,
     _winner_filters,
 )
 
@@ -158,7 +160,7 @@ def _first_pass(X, stride_x, BAN, stride_ban, SC, seed, rows, rmask, c_lo, c_hi,
     for c0 in range(c_lo, c_hi, BLOCK):
         cols = c0 + ar
         x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, cols, V, IS_PROBS, HAS_BAN)
-        y = x / t_safe[:, None]
+        y = _scaled(x, t_safe[:, None])
         mv = tl.maximum(mv, y)
         sc = y + _noise(seed, c0, rows, ROWS, BLOCK)
         tl.store(SC + rows[:, None] * V + cols[None, :], sc, mask=m2)
@@ -200,7 +202,7 @@ def _mass_pass(X, stride_x, BAN, stride_ban, rows, rmask, V, t_safe, m_safe, ck,
     la = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
     for c0 in range(0, V, BLOCK):
         x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, c0 + ar, V, IS_PROBS, HAS_BAN)
-        y = x / t_safe[:, None]
+        y = _scaled(x, t_safe[:, None])
         e = tl.exp(y - m_safe[:, None])
         za += e
         la += tl.where(_key(y).to(tl.int64) <= ck[:, None], e, 0.0)
@@ -224,7 +226,7 @@ def _draw_pass(X, stride_x, BAN, stride_ban, SC, rows, rmask, V, t_safe, m_safe,
         if RAW:
             score = tl.where(m2, x, float("-inf"))
         else:
-            y = x / t_safe[:, None]
+            y = _scaled(x, t_safe[:, None])
             keep = m2 & (_key(y).to(tl.int64) >= lo[:, None])
             if USE_MINP:
                 keep = keep & ~(tl.exp(y - m_safe[:, None]) < mp[:, None])
@@ -245,7 +247,7 @@ def _search(X, stride_x, BAN, stride_ban, rows, rmask, V, t_safe, m_safe, lo, hi
         mass = tl.zeros([ROWS, NP], dtype=tl.float32)
         for c0 in range(0, V, FB):
             x, m2 = _load(X, stride_x, BAN, stride_ban, rows, rmask, c0 + ar, V, IS_PROBS, HAS_BAN)
-            y = x / t_safe[:, None]
+            y = _scaled(x, t_safe[:, None])
             mass += _mass_below(_key(y), tl.exp(y - m_safe[:, None]), piv)
         lo, hi = _narrow(lo, hi, piv, mass <= thr[:, None])
     return lo
@@ -294,7 +296,7 @@ def _row_kernel(
                          HAS_BAN, BLOCK, ROWS, True)
         tok = tl.where(regreedy, raw, tok)
     live = rmask & (~greedy)
-    yw = _load_at(X, rows * stride_x + tok, BAN, rows * stride_ban + tok, live, IS_PROBS, HAS_BAN) / t_safe
+    yw = _scaled(_load_at(X, rows * stride_x + tok, BAN, rows * stride_ban + tok, live, IS_PROBS, HAS_BAN), t_safe)
     ck = _key(yw).to(tl.int64)
     ok = ck >= lo
     if USE_MINP:
@@ -326,8 +328,8 @@ def _row_kernel(
             if tries > TRIES:
                 live = rows < 0
             else:
-                yw = _load_at(X, rows * stride_x + tok, BAN, rows * stride_ban + tok, live, IS_PROBS,
-                              HAS_BAN) / t_safe
+                yw = _scaled(_load_at(X, rows * stride_x + tok, BAN, rows * stride_ban + tok, live, IS_PROBS,
+                                      HAS_BAN), t_safe)
                 ck = tl.where(live, _key(yw).to(tl.int64), ck)
                 ok = live  # a redraw lies in S(lo) and min-p by construction
     tl.store(OUT + rows, tok, mask=rmask)
@@ -370,7 +372,7 @@ def sample_rows(x: torch.Tensor, seed: torch.Tensor, ts: torch.Tensor | None, ps
         _first_kernel[(triton.cdiv(b, cfg["ROWS"]), nch)](
             x, x.stride(0), ban_arg, ban_stride, seed, t_arg, sc, pm, pv, pi, b, v, nch, t_val,
             T_ROWS=ts is not None, IS_PROBS=is_probs, HAS_BAN=ban_t is not None, CHUNK=cfg["CHUNK"],
-            BLOCK=cfg["BLOCK1"], ROWS=cfg["ROWS"], num_warps=cfg["num_warps1"])
+            BLOCK=cfg["BLOCK1"], ROWS=cfg["ROWS"], num_warps=cfg["num_warps1"], **FP_OPTIONS)
     else:
         pm = pv = pi = sc
     _row_kernel[(triton.cdiv(b, cfg["ROWS"]),)](
@@ -378,7 +380,7 @@ def sample_rows(x: torch.Tensor, seed: torch.Tensor, ts: torch.Tensor | None, ps
         dummy if mps is None else mps, sc, pm, pv, pi, out, b, v, nch, t_val, p_val, omp_val, minp_val,
         T_ROWS=ts is not None, P_ROWS=ps is not None, MINP_ROWS=mps is not None, USE_P=use_p, USE_MINP=use_minp,
         IS_PROBS=is_probs, HAS_BAN=ban_t is not None, BLOCK=cfg["BLOCK"], FB=cfg["FB"], NP=cfg["NP"],
-        TRIES=ROW_TRIES, ROWS=cfg["ROWS"], NCHB=cfg["NCHB"], num_warps=cfg["num_warps"])
+        TRIES=ROW_TRIES, ROWS=cfg["ROWS"], NCHB=cfg["NCHB"], num_warps=cfg["num_warps"], **FP_OPTIONS)
     return out
 
 
@@ -416,4 +418,4 @@ def aot_cases() -> list[dict[str, Any]]:
         if on["HAS_BAN"]:
             case["known_spill"] = "bf16 + per-row T + ban: 8 B of sm_90 stack (triton 3.9; float32 scalars clean)"
         cases.append(case)
-    return cases
+    return [{**c, "options": dict(FP_OPTIONS)} for c in cases]  # as launched
