@@ -120,7 +120,11 @@ def main(argv=None) -> int:
           f"GEMV config {cfg}; {n_pairs} pairs / weight copies", flush=True)
     cfn = {"off": compiled_norm(False, h, r, gw)}
     if has:
-        cfn["on"] = compiled_norm(True, h, r, gw)
+        try:
+            cfn["on"] = compiled_norm(True, h, r, gw)
+        except Exception as e:  # Inductor's PDL codegen failing here is a result too: the off rows still run
+            print(f"skipped Inductor PDL rows: compiling with enable_pdl failed: {type(e).__name__}: "
+                  f"{str(e)[:300]}", flush=True)
     else:
         print("skipped Inductor PDL rows: this torch's Inductor has no triton.enable_pdl", flush=True)
     print(f"Inductor kernel files with gdc_wait: {pdl_kernel_files()}", flush=True)
