@@ -202,7 +202,7 @@ def step_run(config, model, cfg, args, batch, cuda, dev) -> dict:
         torch.cuda.empty_cache()
     dtype = next(model.parameters()).dtype
     step, inputs, cache = hf_models.decode_step(model, cfg, batch, 1, args.pos, args.max_cache_len, dev, dtype)
-    if config in INDUCTOR_PDL and not hasattr(torch._inductor.config.triton, "enable_pdl"):
+    if config in INDUCTOR_PDL and not inductor_has_pdl():
         raise SkipConfig("this torch's Inductor has no triton.enable_pdl")
     fn = compile_step(config, step, cuda, args.tiny)
     if config in OUR_PDL:  # the launcher reads the switch at each launch: on for this run only
@@ -214,6 +214,13 @@ def step_run(config, model, cfg, args, batch, cuda, dev) -> dict:
         finally:
             tg.PDL = saved
     return _step_timed(config, fn, inputs, args, cuda)
+
+
+def inductor_has_pdl(config=None) -> bool:
+    """Whether Inductor's config (``config``, default ``torch._inductor.config``) has ``triton.enable_pdl``,
+    its PDL codegen switch (torch 2.11 and 2.13 have it: seen on the H200 2026-12-01 and in the CI venv)."""
+    config = torch._inductor.config if config is None else config
+    return hasattr(getattr(config, "triton", None), "enable_pdl")
 
 
 class SkipConfig(Exception):

@@ -40,17 +40,12 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(1, str(pathlib.Path(__file__).resolve().parents[1]))
-from bench_decode_gemm import _time_rotating  # noqa: E402
+from bench_decode_gemm import _time_rotating, inductor_has_pdl, pdl_kernel_files  # noqa: E402
 from bench_pdl_gemm import SHAPE, TINY_SHAPE, _norm, graph_edges  # noqa: E402
 from timing import versions, write_results  # noqa: E402
 
 #: (layer) pairs per graph: the 16 layers of Llama-3.2-1B; also the weight copies (16 x 12.6 MB = 201 MB).
 PAIRS = 16
-
-
-def inductor_has_pdl() -> bool:
-    """Whether this torch's Inductor has the ``triton.enable_pdl`` config field (torch 2.13 does)."""
-    return hasattr(torch._inductor.config.triton, "enable_pdl")
 
 
 def _norm_plain(h, r, g):
@@ -72,20 +67,6 @@ def compiled_norm(pdl: bool, h, r, g):
     with torch._inductor.config.patch(patch):
         fn(h, r, g)
     return fn
-
-
-def pdl_kernel_files() -> int:
-    """Generated Inductor kernel files under ``TORCHINDUCTOR_CACHE_DIR`` that call ``gdc_wait`` (0: no
-    Inductor PDL codegen happened in this process)."""
-    n = 0
-    for root, _, files in os.walk(os.environ["TORCHINDUCTOR_CACHE_DIR"]):
-        for f in files:
-            if f.endswith(".py"):
-                try:
-                    n += "gdc_wait" in pathlib.Path(root, f).read_text(errors="ignore")
-                except OSError:
-                    pass
-    return n
 
 
 def main(argv=None) -> int:
