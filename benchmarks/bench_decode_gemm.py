@@ -24,6 +24,11 @@ position ``--pos``), B in ``--buckets``, configs
                       only when their weights have one shape (gate/up), our pass then merges q/k/v
   rocm_fused_pdl      (optional) rocm_fused with ``gemm_merge.PDL = True`` for the run (programmatic dependent
                       launch of our GEMM kernels where available; ``rocm_fused`` keeps the module's default)
+  inductor_pdl        (optional) inductor compiled with Inductor's own PDL codegen
+                      (``torch._inductor.config.triton.enable_pdl``: its Triton kernels wait / signal early and
+                      launch with ``launch_pdl``); skipped, with the reason, where this torch lacks the field
+  rocm_fused_pdl_all  (optional) rocm_fused with Inductor's PDL codegen and ``gemm_merge.PDL = True``: the one
+                      setting where the producers of our GEMM (Inductor's add + RMSNorm) signal early
 Runs go in priority order (B=1 of every model first, Inductor and rocm_fused before freezing) and a run whose
 estimated cost would pass ``--budget-s`` is skipped and listed (compiles: ~30 s for the 16-layer Llama, ~70 s
 for the 28-layer Qwen3 on the H200, benchmarks/results/decode_*.csv); the full matrix takes more than one
@@ -58,8 +63,12 @@ import cli  # noqa: E402  (benchmarks/cli.py)
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
 from timing import copy_bandwidth_gbs, graph_time_us, time_call, versions, write_results  # noqa: E402
 
-CONFIGS = ("inductor", "rocm_fused", "rocm_fused_pdl", "inductor_freezing", "rocm_fused_freezing", "rocm_fused_all")
+CONFIGS = ("inductor", "rocm_fused", "rocm_fused_pdl_all", "inductor_pdl", "rocm_fused_pdl", "inductor_freezing",
+           "rocm_fused_freezing", "rocm_fused_all")
 FREEZING = ("inductor_freezing", "rocm_fused_freezing")
+#: configs compiled with Inductor's own PDL codegen (``triton.enable_pdl``); configs with our GEMM's PDL on.
+INDUCTOR_PDL = ("inductor_pdl", "rocm_fused_pdl_all")
+OUR_PDL = ("rocm_fused_pdl", "rocm_fused_pdl_all")
 STEP_COLUMNS = ("model", "batch", "config", "step_us")
 
 #: (hidden, q, kv, inter, vocab) per model shape (the checkpoints' config.json; hf_models.FAMILIES).
@@ -170,10 +179,10 @@ _mark = getattr(torch.compiler, "cudagraph_mark_step_begin", lambda: None)
 
 def compile_step(config: str, step, cuda: bool, tiny: bool):
     """``step`` compiled as ``config`` (see the module docstring)."""
-    if config in ("inductor", "inductor_freezing"):
+    if config in ("inductor", "inductor_freezing", "inductor_pdl"):
         return torch.compile(step, mode="reduce-overhead" if cuda else None, fullgraph=True, dynamic=False)
     opts = {"cudagraphs": cuda, "passes": {"gemm_merge": True}}
-    if config in ("rocm_fused", "rocm_fused_freezing", "rocm_fused_pdl"):
+    if config in ("rocm_fused", "rocm_fused_freezing", "rocm_fused_pdl", "rocm_fused_pdl_all"):
         from rocm_inductor.options import PASS_NAMES
 
         opts["passes"] = {p: p == "gemm_merge" for p in PASS_NAMES}
@@ -193,8 +202,10 @@ def step_run(config, model, cfg, args, batch, cuda, dev) -> dict:
         torch.cuda.empty_cache()
     dtype = next(model.parameters()).dtype
     step, inputs, cache = hf_models.decode_step(model, cfg, batch, 1, args.pos, args.max_cache_len, dev, dtype)
+    if config in INDUCTOR_PDL and not inductor_has_pdl():
+        raise SkipConfig("this torch's Inductor has no triton.enable_pdl")
     fn = compile_step(config, step, cuda, args.tiny)
-    if config == "rocm_fused_pdl":  # the launcher reads the switch at each launch: on for this run only
+    if config in OUR_PDL:  # the launcher reads the switch at each launch: on for this run only
         from rocm_inductor.providers.triton import gemm_merge as tg
 
         saved, tg.PDL = tg.PDL, True
@@ -203,6 +214,35 @@ def step_run(config, model, cfg, args, batch, cuda, dev) -> dict:
         finally:
             tg.PDL = saved
     return _step_timed(config, fn, inputs, args, cuda)
+
+
+def inductor_has_pdl(config=None) -> bool:
+    """Whether Inductor's config (``config``, default ``torch._inductor.config``) has ``triton.enable_pdl``,
+    its PDL codegen switch (torch 2.11 and 2.13 have it: seen on the H200 2026-12-01 and in the CI venv)."""
+    config = torch._inductor.config if config is None else config
+    return hasattr(getattr(config, "triton", None), "enable_pdl")
+
+
+class SkipConfig(Exception):
+    """A config this process cannot run (the message says why); listed as skipped, not as an error."""
+
+
+#: replays compared with the first call's logits (a missing PDL wait would show as a changed replay).
+REPLAY_CHECKS = 20
+
+
+def pdl_kernel_files() -> int:
+    """Generated Inductor kernel files under ``TORCHINDUCTOR_CACHE_DIR`` calling ``gdc_wait`` (Inductor's PDL
+    codegen ran), cumulative over the process."""
+    n = 0
+    for root, _, files in os.walk(os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")):
+        for f in files:
+            if f.endswith(".py"):
+                try:
+                    n += "gdc_wait" in pathlib.Path(root, f).read_text(errors="ignore")
+                except OSError:
+                    pass
+    return n
 
 
 def _step_timed(config, fn, inputs, args, cuda) -> dict:
@@ -215,6 +255,9 @@ def _step_timed(config, fn, inputs, args, cuda) -> dict:
     patches = {"force_disable_caches": True}
     if config in FREEZING:
         patches["freezing"] = True
+    if config in INDUCTOR_PDL:
+        patches["triton.enable_pdl"] = True  # read at codegen: the compile runs in the first call below
+    files0 = pdl_kernel_files() if config in INDUCTOR_PDL else 0
     with torch.no_grad(), torch._inductor.config.patch(patches):
         t0 = time.perf_counter()
         _mark()
@@ -230,8 +273,12 @@ def _step_timed(config, fn, inputs, args, cuda) -> dict:
             return fn(*inputs)
 
         us = time_call(call, args.reps, args.rounds, cuda)
+        replay = max(float((call()[:, -1].float() - first).abs().max()) for _ in range(REPLAY_CHECKS))
     pdl = {k: tg.PDL_LAUNCHES[k] - before[k] for k in before}  # our kernel's launches (warm-up, captures)
     extra = {"gemm_launches_pdl_on_off": f"{pdl['on']}/{pdl['off']}"} if config.startswith("rocm_fused") else {}
+    if config in INDUCTOR_PDL:
+        extra["inductor_pdl_kernel_files"] = pdl_kernel_files() - files0
+    extra["replay_max_diff"] = replay  # 20 replays vs the first call's logits (0 = no stale read seen)
     return dict(step_us=round(statistics.median(us), 1), spread_us=round(max(us) - min(us), 1),
                 compile_s=round(compile_s, 1), rewrites=rewrites, _logits=first, **extra)
 
@@ -305,13 +352,17 @@ def step_rows(args, cuda: bool, dev: str, start: float) -> tuple[list[dict], lis
                 ref[key] = logits
             if config == "rocm_fused":
                 ref[key + ("rocm_fused",)] = logits
-            if config == "rocm_fused_pdl" and key + ("rocm_fused",) in ref:  # PDL must not change a bit
+            if config == "inductor_pdl" and key in ref:  # Inductor's PDL codegen must not change a bit
+                r["max_abs_diff_vs_inductor"] = float((logits - ref[key]).abs().max())
+            if config in OUR_PDL and key + ("rocm_fused",) in ref:  # PDL must not change a bit
                 r["max_abs_diff_vs_rocm_fused"] = float((logits - ref[key + ("rocm_fused",)]).abs().max())
             if key in ref:
                 base = ref[key]
                 r["logit_diff_vs_inductor"] = f"{float((logits - base).abs().max() / base.abs().max()):.3g}"
             detail.update(status="ok", **r)
             rows.append(dict(model=model_name, batch=batch, config=config, step_us=r["step_us"]))
+        except SkipConfig as e:
+            detail["status"] = f"skipped: {e}"
         except Exception as e:  # one failing config must not lose the others' numbers
             msg = str(e).strip().splitlines()
             detail["status"] = f"error: {type(e).__name__}: {(msg[0] if msg else '')[:160]}"
@@ -330,7 +381,8 @@ def _write_steps(rows, details, args) -> None:
         w.writeheader()
         w.writerows(rows)
     cols = ("model", "batch", "config", "layers", "status", "compile_s", "step_us", "spread_us", "vs_inductor",
-            "logit_diff_vs_inductor", "rewrites")
+            "logit_diff_vs_inductor", "max_abs_diff_vs_inductor", "max_abs_diff_vs_rocm_fused", "replay_max_diff",
+            "rewrites")
     ind = {(d["model"], d["batch"]): d.get("step_us") for d in details if d["config"] == "inductor"}
     out = []
     for d in details:

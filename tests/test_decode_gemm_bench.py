@@ -56,3 +56,36 @@ def test_read_floor_tiny_cpu(tmp_path):
         pdl = list(csv.DictReader(f))
     assert {r["method"] for r in pdl} == {"empty kernel", "one-element read", "triton"}
     assert {r["pdl"] for r in pdl} == {"off"}
+
+
+def test_plan_orders_the_pdl_configs():
+    """Inductor's own PDL configs (issue 19): rocm_fused_pdl_all right after rocm_fused, inductor_pdl after it."""
+    bench = load_bench("bench_decode_gemm.py")
+    args = bench.parse_args(["--models", "llama", "--buckets", "1",
+                             "--configs", "inductor_pdl,rocm_fused_pdl_all,rocm_fused,inductor"])
+    assert bench.plan(args) == [("llama", 1, "inductor"), ("llama", 1, "rocm_fused"),
+                                ("llama", 1, "rocm_fused_pdl_all"), ("llama", 1, "inductor_pdl")]
+
+
+def test_inductor_has_pdl_reads_the_config_field():
+    """The PDL configs are skipped where Inductor's config has no ``triton.enable_pdl``."""
+    from types import SimpleNamespace
+
+    bench = load_bench("bench_decode_gemm.py")
+    assert bench.inductor_has_pdl(SimpleNamespace(triton=SimpleNamespace(enable_pdl=False)))
+    assert not bench.inductor_has_pdl(SimpleNamespace(triton=SimpleNamespace()))
+    assert not bench.inductor_has_pdl(SimpleNamespace())
+
+
+@pytest.mark.slow
+def test_ipdl_pair_tiny_cpu(tmp_path):
+    """benchmarks/bench_ipdl_pair.py on CPU (interpreter, tiny shape): every row is written; PDL is unavailable
+    there, so the numerics row (Inductor's PDL codegen is a no-op off CUDA) says bitwise equal."""
+    bench = load_bench("bench_ipdl_pair.py")
+    assert bench.main(["--device", "cpu", "--tiny", "--out", str(tmp_path)]) == 0
+    with open(tmp_path / "decode_gemm_ipdl.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    cases = [r["case"] for r in rows]
+    assert cases.count("b2b") == 2 and "norm alone" in cases and "pair" in cases
+    if bench.inductor_has_pdl():
+        assert cases.count("pair") == 4 and "bitwise equal to PDL off: True" in rows[0]["note"]

@@ -777,7 +777,10 @@ def _capturing(x: torch.Tensor) -> bool:
 #: the capture keeps PDL: 4 programmatic edges in a 4-pair graph): back to back 5.27 -> 5.00 us, but after a
 #: producer kernel (what the decode step has) an ATen elementwise + GEMM pair 6.34 -> 6.78 us and an Inductor
 #: add + RMSNorm + GEMM pair 6.75 -> 6.97 us; the Llama-3.2-1B B = 1 decode step (only gemm_merge on, 65 of our
-#: launches) 1198.1 -> 1241.2 us. Outputs bitwise equal. RESULTS.md, issue 19, session 5.
+#: launches) 1198.1 -> 1241.2 us. Outputs bitwise equal. RESULTS.md, issue 19, session 5. With Inductor's own
+#: PDL codegen too (``triton.enable_pdl``, ``benchmarks/bench_ipdl_pair.py``, same H200 and versions): the
+#: (add + RMSNorm, q/k/v) pair 6.73 -> 5.86 us, but the B = 1 step 1189.1 -> 1197.3 us: still off
+#: (RESULTS.md, issue 19, "Inductor's own PDL").
 PDL: bool | None = False
 
 
