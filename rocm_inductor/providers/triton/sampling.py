@@ -1745,13 +1745,18 @@ def _search_aot_cases() -> list[dict[str, Any]]:
                   (2, 3, True, False, cfg["NP"], npt, cfg["BLOCK"]),
                   (0, 3, False, True, cfg["NP"], cfg["NP"], cfg["BLOCK"])]
         for prev, cur, use_p, use_minp, npiv, pnp, block in dict.fromkeys(passes):
-            cases.append({"name": f"sample chain PREV={prev} CUR={cur} NP={npiv} PNP={pnp} top-p={use_p} "
-                                  f"min-p={use_minp} B={b} V={v}",
-                          "fn": _chain_kernel, "signature": csig,
-                          "constexprs": {**cbase, "USE_P": use_p, "USE_MINP": use_minp, "PREV": prev, "CUR": cur,
-                                         "DRAW": prev == 2 or cur == 3, "NP": npiv, "PNP": pnp, "BLOCK": block,
-                                         "CB": shape(pnp)["CB"]},
-                          "num_warps": cfg["num_warps"]})
+            case = {"name": f"sample chain PREV={prev} CUR={cur} NP={npiv} PNP={pnp} top-p={use_p} "
+                            f"min-p={use_minp} B={b} V={v}",
+                    "fn": _chain_kernel, "signature": csig,
+                    "constexprs": {**cbase, "USE_P": use_p, "USE_MINP": use_minp, "PREV": prev, "CUR": cur,
+                                   "DRAW": prev == 2 or cur == 3, "NP": npiv, "PNP": pnp, "BLOCK": block,
+                                   "CB": shape(pnp)["CB"]},
+                    "num_warps": cfg["num_warps"]}
+            if b == 1 and npiv != pnp:
+                # triton 3.9 AOT, 2026-12-01: the switch to 64 pivots after 16 (one launch per call) spills 9 SGPRs
+                # to VGPR lanes on gfx942; gfx950 and sm_90 clean
+                case["known_spill"] = "chain 16 -> 64 pivot switch at B=1: 9 SGPRs spilled on gfx942"
+            cases.append(case)
         if cfg["NCH"] > 1:
             frows = _pick_rows(b, cfg["NCHB"])
             for open_ in (False, True):
