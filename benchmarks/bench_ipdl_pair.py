@@ -41,7 +41,7 @@ import torch  # noqa: E402
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(1, str(pathlib.Path(__file__).resolve().parents[1]))
 from bench_decode_gemm import _time_rotating, inductor_has_pdl, pdl_kernel_files  # noqa: E402
-from bench_pdl_gemm import SHAPE, TINY_SHAPE, _norm, graph_edges  # noqa: E402
+from bench_pdl_gemm import _norm, graph_edges, parse_pair_args  # noqa: E402
 from timing import versions, write_results  # noqa: E402
 
 #: (layer) pairs per graph: the 16 layers of Llama-3.2-1B; also the weight copies (16 x 12.6 MB = 201 MB).
@@ -72,19 +72,11 @@ def compiled_norm(pdl: bool, h, r, g):
 def main(argv=None) -> int:
     """Run the measurements; returns the process exit code."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--tiny", action="store_true")
     p.add_argument("--tiles", action="store_true", help="also the BLOCK_N 2/4/8 x 4/8 warps PDL tiles")
-    p.add_argument("--out", default="benchmarks/results")
-    args = p.parse_args(argv)
-    cuda = args.device == "cuda"
-    if not cuda:
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    args, dev, dtype, k, ns = parse_pair_args(p, argv)
+    cuda = dev == "cuda"
     from rocm_inductor.providers.triton import gemm_merge as tg
 
-    dev = "cuda" if cuda else "cpu"
-    dtype = torch.bfloat16 if cuda else torch.float32
-    k, ns = TINY_SHAPE if args.tiny else SHAPE
     n_pairs = PAIRS if cuda else 2
     t0 = time.perf_counter()
     g = torch.Generator(device=dev).manual_seed(0)

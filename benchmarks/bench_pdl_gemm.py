@@ -79,22 +79,28 @@ def graph_edges(fn) -> dict | None:
         return {"error": f"{type(e).__name__}: {e}"[:160]}
 
 
-def main(argv=None) -> int:
-    """Run the measurements; returns the process exit code."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_pair_args(p: argparse.ArgumentParser, argv=None):
+    """The PDL pair scripts' common flags (``--device``, ``--tiny``, ``--out``) on top of ``p``'s own; off CUDA
+    the Triton interpreter is switched on. Returns (args, device, dtype (bf16 on CUDA, fp32 on CPU), K, Ns)."""
     p.add_argument("--device", default="cuda")
     p.add_argument("--tiny", action="store_true")
-    p.add_argument("--no-inductor", action="store_true", help="skip the torch.compile'd producer")
     p.add_argument("--out", default="benchmarks/results")
     args = p.parse_args(argv)
     cuda = args.device == "cuda"
     if not cuda:
         os.environ.setdefault("TRITON_INTERPRET", "1")
+    k, ns = TINY_SHAPE if args.tiny else SHAPE
+    return args, "cuda" if cuda else "cpu", torch.bfloat16 if cuda else torch.float32, k, ns
+
+
+def main(argv=None) -> int:
+    """Run the measurements; returns the process exit code."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--no-inductor", action="store_true", help="skip the torch.compile'd producer")
+    args, dev, dtype, k, ns = parse_pair_args(p, argv)
+    cuda = dev == "cuda"
     from rocm_inductor.providers.triton import gemm_merge as tg
 
-    dev = "cuda" if cuda else "cpu"
-    dtype = torch.bfloat16 if cuda else torch.float32
-    k, ns = TINY_SHAPE if args.tiny else SHAPE
     t0 = time.perf_counter()
     nbytes = sum(ns) * k * torch.finfo(dtype).bits // 8
     g = torch.Generator(device=dev).manual_seed(0)
