@@ -75,13 +75,18 @@ def test_chain_pass_shapes_at_gpu_sizes():
 
 
 def test_chain_schedule_extremes():
-    """Width 2^32 with 2 / 4 pivots (tail from the start), width 2 (the tail never starts), a 128-pivot tail."""
+    """Width 2^32 with 2 / 4 pivots (tail from the start), width 2 (the tail never starts), a 128-pivot tail; a pivot
+    count that is not a power of two is refused up front (it crashed in the first tail launch)."""
     assert S.chain_schedule(16, width=2**32, tail=2) == (2,) * 32
     assert S.chain_schedule(16, width=2**32, tail=4) == (4,) * 16
     assert S.chain_schedule(16, width=2, tail=64) == (16,) * 8
     assert S.chain_schedule(16, width=2**32, tail=64) == (64,) * 6
     assert S.chain_schedule(16, tail=128) == (16, 16, 128, 128, 128, 128)
     assert S.chain_schedule(8, width=2**24, tail=None) == S.chain_schedule(8, width=2**24, tail=64)  # module default
+    with pytest.raises(ValueError, match="powers of two"):  # tl.arange(0, 48) failed inside the first tail launch
+        S.chain_schedule(16, tail=48)
+    with pytest.raises(ValueError, match="powers of two"):
+        S.chain_schedule(12, tail=0)
 
 
 def _adversarial_rows(b, v, g):

@@ -295,12 +295,15 @@ def chain_schedule(npiv: int, width: int | None = None, tail: int | None = None)
     ``(16, 16, 64, 64, 64, 64)``.
 
     Raises:
-        ValueError: a pivot count below 2 (one pivot at the candidate's key need not shrink the interval).
+        ValueError: a pivot count below 2 (one pivot at the candidate's key need not shrink the interval) or not a
+            power of two (``tl.arange(0, NP)`` and :func:`chain_pass_shape`'s tiles need one).
     """
     width = CHAIN_TAIL_WIDTH if width is None else width
     tail = CHAIN_TAIL_NP if tail is None else tail
     if min(npiv, tail or npiv) < 2:
         raise ValueError(f"the chain needs >= 2 pivots per pass, got {npiv} / {tail}")
+    if any(n & (n - 1) for n in (npiv, tail or npiv)):
+        raise ValueError(f"the chain's pivot counts must be powers of two, got {npiv} / {tail}")
     d, out = 2**32, []
     while d > 1:
         n = tail if tail and d <= width else npiv
