@@ -13,9 +13,10 @@ in [0, V), no crash. The one-program-per-row kernel is kept out (``ROW_PATH = Fa
   under extreme schedules (2 or 4 pivots from the start, 64 from the start, a tail that never starts, 128
   pivots), split rows (4 / 8 / 64-column chunks, V not a multiple of the chunk), several programs of rows with a
   partly masked last one: all draw the plain search's tokens.
-- Known failure (xfail, strict): where ``(1 - p) * Z`` lies within float32 rounding of the mass below a token, a
-  tail pass's masses (another ``BLOCK`` / ``CB``, so another summation order) can put the threshold one key-set
-  away from the plain search's, and the token differs.
+- Known exception (xfail, not strict: it rests on rounding coincidences that another numpy build could sum
+  away): where ``(1 - p) * Z`` lies within float32 rounding of the mass below a token, a tail pass's masses
+  (another ``BLOCK`` / ``CB``, so another summation order) can put the threshold one key-set away from the plain
+  search's, and the token differs: the same float32-rounding exception the module documents between chunkings.
 """
 
 from __future__ import annotations
@@ -191,7 +192,7 @@ def test_chain_without_tail_matches_on_rounding_edges(monkeypatch):
     _edge_draws(monkeypatch, None, js=(0,))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+@pytest.mark.xfail(strict=False, raises=AssertionError, reason=(
     "tail passes (chain_pass_shape: BLOCK * NP / 64 columns, CB * NP / 64 chunks) sum the masses below the pivots in "
     "another float32 order than the plain search, so where (1 - p) * Z is within rounding of the mass below a "
     "token the threshold moves by one token and the draw differs (interpreter, defaults CHAIN_TAIL_WIDTH 2^24, "

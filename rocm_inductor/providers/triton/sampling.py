@@ -60,7 +60,11 @@ more, so most rows close by launch 3-5; programs whose rows are all closed retur
 Same tokens as the plain search (tests/test_sampling_winner.py, tests/test_sampling_chain.py); min-p alone is
 launch 1 + one chain launch. The chain's passes take NP pivots while the interval is wider than 2^24 keys, then 64
 (:func:`chain_schedule`: 7 passes at NP 8 instead of 11; by then nearly every row is closed and a launch costs its
-count, ~1.5 us): session 6, V=128256 B=32 top-p 0.9 79.8 -> 72.8 us, B=1 >= 22.6 -> 20.9 (H200, torch 2.11).
+count, ~1.5 us): session 6, V=128256 B=32 top-p 0.9 79.8 -> 72.8 us, B=1 >= 22.6 -> 20.9 (H200, torch 2.11). The
+64-pivot passes use a narrower tile (:func:`chain_pass_shape`), so they sum the masses in another float32 order than
+the plain search: where ``(1 - p) * Z`` is within rounding of the mass below a token the two can draw different
+tokens (3 of 256 draws on inputs built for it, tests/test_sampling_chain_adversarial.py), the same exception as
+between two chunkings of a row; the distribution is unchanged.
 
 The search passes' compare tiles are (ROWS, NP, BLOCK), pivots on the slow axis (no lane repeats a column's
 load / exp / key); large work accumulates them over the chunk and reduces once (:data:`ACC_TILE`).
