@@ -60,7 +60,11 @@ more, so most rows close by launch 3-5; programs whose rows are all closed retur
 Same tokens as the plain search (tests/test_sampling_winner.py, tests/test_sampling_chain.py); min-p alone is
 launch 1 + one chain launch. The chain's passes take NP pivots while the interval is wider than 2^24 keys, then 64
 (:func:`chain_schedule`: 7 passes at NP 8 instead of 11; by then nearly every row is closed and a launch costs its
-count, ~1.5 us): session 6, V=128256 B=32 top-p 0.9 79.8 -> 72.8 us, B=1 >= 22.6 -> 20.9 (H200, torch 2.11).
+count, ~1.5 us): session 6, V=128256 B=32 top-p 0.9 79.8 -> 72.8 us, B=1 >= 22.6 -> 20.9 (H200, torch 2.11). The
+64-pivot passes use a narrower tile (:func:`chain_pass_shape`), so they sum the masses in another float32 order than
+the plain search: where ``(1 - p) * Z`` is within rounding of the mass below a token the two can draw different
+tokens (3 of 256 draws on inputs built for it, tests/test_sampling_chain_adversarial.py), the same exception as
+between two chunkings of a row; the distribution is unchanged.
 
 The search passes' compare tiles are (ROWS, NP, BLOCK), pivots on the slow axis (no lane repeats a column's
 load / exp / key); large work accumulates them over the chunk and reduces once (:data:`ACC_TILE`).
@@ -295,12 +299,15 @@ def chain_schedule(npiv: int, width: int | None = None, tail: int | None = None)
     ``(16, 16, 64, 64, 64, 64)``.
 
     Raises:
-        ValueError: a pivot count below 2 (one pivot at the candidate's key need not shrink the interval).
+        ValueError: a pivot count below 2 (one pivot at the candidate's key need not shrink the interval) or not a
+            power of two (``tl.arange(0, NP)`` and :func:`chain_pass_shape`'s tiles need one).
     """
     width = CHAIN_TAIL_WIDTH if width is None else width
     tail = CHAIN_TAIL_NP if tail is None else tail
     if min(npiv, tail or npiv) < 2:
         raise ValueError(f"the chain needs >= 2 pivots per pass, got {npiv} / {tail}")
+    if any(n & (n - 1) for n in (npiv, tail or npiv)):
+        raise ValueError(f"the chain's pivot counts must be powers of two, got {npiv} / {tail}")
     d, out = 2**32, []
     while d > 1:
         n = tail if tail and d <= width else npiv
