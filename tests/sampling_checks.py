@@ -1,10 +1,14 @@
-"""Distribution check shared by the sampler tests: Pearson's chi-square of drawn tokens against an exact
-filtered distribution (``reference_sampling.exact_distribution``)."""
+"""Distribution checks shared by the sampler tests: Pearson's chi-square of drawn tokens against an exact
+filtered distribution (``reference_sampling.exact_distribution``), and that check over copies of one row."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from scipy.stats import chisquare
+
+from rocm_inductor.providers.reference_sampling import exact_distribution
 
 
 def chi2_pvalue(tokens: torch.Tensor, probs: torch.Tensor) -> float:
@@ -25,3 +29,14 @@ def chi2_pvalue(tokens: torch.Tensor, probs: torch.Tensor) -> float:
     if small.any():
         e, o = torch.cat([e[~small], e[small].sum()[None]]), torch.cat([o[~small], o[small].sum()[None]])
     return float(chisquare(o.numpy(), e.numpy()).pvalue)
+
+
+def assert_rows_follow_filters(draw: Callable[..., torch.Tensor], logits: torch.Tensor, n_rows: int,
+                               cases, device="cpu") -> None:
+    """``n_rows`` copies of one row of ``logits`` ((V,) float), drawn by ``draw(x, temperature=t, top_p=p,
+    min_p=mp)`` for each ``(t, p, mp)`` of ``cases`` (no top-k): every chi-square p-value against
+    :func:`exact_distribution` must exceed 1e-4 (AssertionError names the case)."""
+    x = logits.expand(n_rows, logits.numel()).contiguous().to(device)
+    for t, p, mp in cases:
+        tok = draw(x, temperature=t, top_p=p, min_p=mp)
+        assert chi2_pvalue(tok, exact_distribution(logits, t, 0, p, mp)) > 1e-4, (t, p, mp)
