@@ -1662,18 +1662,18 @@ def _chain(args, kw, grid, cfg, sched, gv2, gi2, scalars, out) -> torch.Tensor:
     t_val, _k, p_val, omp_val, minp_val = scalars
     # launch 2 cannot reject launch 1's winner without min-p and with one p > 0 (module docstring): no draw code
     draw2 = kw["USE_MINP"] or kw["P_ROWS"] or not p_val > 0.0
+    shape = {n: chain_pass_shape(cfg, n) for n in {cfg["NP"], *sched}}  # BLOCK / CB per pivot count, once
     step, prev, pnp = 1, 0, cfg["NP"]
     for npiv in sched:
         step += 1
         _chain_kernel[grid](*cargs, step, t_val, p_val, omp_val, minp_val, PREV=prev, CUR=2,
-                            DRAW=bool(prev == 2 or draw2), NP=npiv, PNP=pnp,
-                            BLOCK=chain_pass_shape(cfg, npiv)["BLOCK"], CB=chain_pass_shape(cfg, pnp)["CB"], **ckw,
-                            **FP_OPTIONS)
+                            DRAW=bool(prev == 2 or draw2), NP=npiv, PNP=pnp, BLOCK=shape[npiv]["BLOCK"],
+                            CB=shape[pnp]["CB"], **ckw, **FP_OPTIONS)
         prev, pnp = 2, npiv
     step += 1
     # the last launch narrows with the previous pass's PNP pivots and only draws: launch 1's tile shape
     _chain_kernel[grid](*cargs, step, t_val, p_val, omp_val, minp_val, PREV=prev, CUR=3, DRAW=True, NP=cfg["NP"],
-                        PNP=pnp, BLOCK=cfg["BLOCK"], CB=chain_pass_shape(cfg, pnp)["CB"], **ckw, **FP_OPTIONS)
+                        PNP=pnp, BLOCK=cfg["BLOCK"], CB=shape[pnp]["CB"], **ckw, **FP_OPTIONS)
     if nch > 1:
         frows = _pick_rows(b, cfg["NCHB"])
         _pick_kernel[(triton.cdiv(b, frows),)](gv2[step % 2], gi2[step % 2], out, b, nch, ROWS=frows,
