@@ -319,9 +319,7 @@ def chain_pass_shape(cfg: dict[str, int], npiv: int) -> dict[str, int]:
     """``BLOCK`` and ``CB`` of a chain pass with ``npiv`` pivots in a launch shaped by ``cfg``
     (:func:`launch_config`): the same ``ROWS * NP * BLOCK`` compare tile and ``ROWS * CB * NP`` reduction tile as
     ``cfg``'s own pivot count (powers of two; the grid, ``CHUNK`` and ``ROWS`` stay), BLOCK >= 4 (the noise takes
-    four columns per Philox call)."""
-    if npiv == cfg["NP"]:
-        return {"BLOCK": cfg["BLOCK"], "CB": cfg["CB"]}
+    four columns per Philox call); at ``cfg``'s own NP, its BLOCK and CB."""
     block = max(4, min(cfg["CHUNK"], cfg["BLOCK"] * cfg["NP"] // npiv))
     cb = max(1, min(cfg["NCHB"], cfg["CB"] * cfg["NP"] // npiv))
     return {"BLOCK": block, "CB": cb}
