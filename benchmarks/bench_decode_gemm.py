@@ -20,6 +20,9 @@ position ``--pos``), B in ``--buckets``, configs
                       Inductor's own passes may concatenate some GEMMs of one input)
   rocm_fused          ``backend="rocm_fused"`` with CUDA graphs and only ``gemm_merge`` on (the effect of this
                       issue alone; ``rocm_fused_all`` = the platform's default passes + gemm_merge)
+  rocm_fused_norms    (optional) rms_norm + gemm_merge on (our add + RMSNorm kernel next to our GEMM: two launches)
+  rocm_fused_norm_gemm (optional) rms_norm + gemm_merge + norm_gemm (the norm as the GEMM's prologue: one launch)
+  rocm_fused_all_norm_gemm (optional) the platform's default passes + gemm_merge + norm_gemm
   rocm_fused_freezing (optional) rocm_fused under freezing: Inductor's freezing concatenates GEMMs of one input
                       only when their weights have one shape (gate/up), our pass then merges q/k/v
   rocm_fused_pdl      (optional) rocm_fused with ``gemm_merge.PDL = True`` for the run (programmatic dependent
@@ -63,8 +66,14 @@ import cli  # noqa: E402  (benchmarks/cli.py)
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
 from timing import copy_bandwidth_gbs, graph_time_us, time_call, versions, write_results  # noqa: E402
 
-CONFIGS = ("inductor", "rocm_fused", "rocm_fused_pdl_all", "inductor_pdl", "rocm_fused_pdl", "inductor_freezing",
-           "rocm_fused_freezing", "rocm_fused_all")
+CONFIGS = ("inductor", "rocm_fused", "rocm_fused_norms", "rocm_fused_norm_gemm", "rocm_fused_all",
+           "rocm_fused_all_norm_gemm", "rocm_fused_pdl_all", "inductor_pdl", "rocm_fused_pdl", "inductor_freezing",
+           "rocm_fused_freezing")
+#: passes on (all others off) per rocm_fused config that names them; the others keep the platform defaults.
+ONLY_PASSES = {"rocm_fused": ("gemm_merge",), "rocm_fused_freezing": ("gemm_merge",),
+               "rocm_fused_pdl": ("gemm_merge",), "rocm_fused_pdl_all": ("gemm_merge",),
+               "rocm_fused_norms": ("rms_norm", "gemm_merge"),
+               "rocm_fused_norm_gemm": ("rms_norm", "gemm_merge", "norm_gemm")}
 FREEZING = ("inductor_freezing", "rocm_fused_freezing")
 #: configs compiled with Inductor's own PDL codegen (``triton.enable_pdl``); configs with our GEMM's PDL on.
 INDUCTOR_PDL = ("inductor_pdl", "rocm_fused_pdl_all")
@@ -182,10 +191,12 @@ def compile_step(config: str, step, cuda: bool, tiny: bool):
     if config in ("inductor", "inductor_freezing", "inductor_pdl"):
         return torch.compile(step, mode="reduce-overhead" if cuda else None, fullgraph=True, dynamic=False)
     opts = {"cudagraphs": cuda, "passes": {"gemm_merge": True}}
-    if config in ("rocm_fused", "rocm_fused_freezing", "rocm_fused_pdl", "rocm_fused_pdl_all"):
+    if config == "rocm_fused_all_norm_gemm":
+        opts["passes"] = {"gemm_merge": True, "norm_gemm": True}
+    if config in ONLY_PASSES:
         from rocm_inductor.options import PASS_NAMES
 
-        opts["passes"] = {p: p == "gemm_merge" for p in PASS_NAMES}
+        opts["passes"] = {p: p in ONLY_PASSES[config] for p in PASS_NAMES}
     if not cuda:
         opts["provider"] = "reference"  # CPU smoke test: nothing is rewritten by default there
     from rocm_inductor.backend import rocm_fused  # the callable: no installed entry point needed
@@ -352,6 +363,10 @@ def step_rows(args, cuda: bool, dev: str, start: float) -> tuple[list[dict], lis
                 ref[key] = logits
             if config == "rocm_fused":
                 ref[key + ("rocm_fused",)] = logits
+            if config == "rocm_fused_norms":
+                ref[key + ("rocm_fused_norms",)] = logits
+            if config == "rocm_fused_norm_gemm" and key + ("rocm_fused_norms",) in ref:  # the fold alone
+                r["max_abs_diff_vs_rocm_fused_norms"] = float((logits - ref[key + ("rocm_fused_norms",)]).abs().max())
             if config == "inductor_pdl" and key in ref:  # Inductor's PDL codegen must not change a bit
                 r["max_abs_diff_vs_inductor"] = float((logits - ref[key]).abs().max())
             if config in OUR_PDL and key + ("rocm_fused",) in ref:  # PDL must not change a bit
@@ -381,7 +396,8 @@ def _write_steps(rows, details, args) -> None:
         w.writeheader()
         w.writerows(rows)
     cols = ("model", "batch", "config", "layers", "status", "compile_s", "step_us", "spread_us", "vs_inductor",
-            "logit_diff_vs_inductor", "max_abs_diff_vs_inductor", "max_abs_diff_vs_rocm_fused", "replay_max_diff",
+            "logit_diff_vs_inductor", "max_abs_diff_vs_inductor", "max_abs_diff_vs_rocm_fused",
+            "max_abs_diff_vs_rocm_fused_norms", "replay_max_diff",
             "rewrites")
     ind = {(d["model"], d["batch"]): d.get("step_us") for d in details if d["config"] == "inductor"}
     out = []

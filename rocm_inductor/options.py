@@ -18,7 +18,8 @@ PROVIDER_NAMES = ("reference", "triton", "flashinfer", "amd_flashinfer", "aiter"
 BACKEND_OWNED_CONFIG = ("post_grad_custom_pre_pass", "inductor_choices_class")
 
 #: Names of the rewrite passes, in the order the pass manager runs them.
-PASS_NAMES = ("rms_norm", "rope", "sigmoid_gate", "sampling", "attention", "all_reduce_norm", "gemm_merge")
+PASS_NAMES = ("rms_norm", "rope", "sigmoid_gate", "sampling", "attention", "all_reduce_norm", "gemm_merge",
+              "norm_gemm")
 
 
 @dataclasses.dataclass(frozen=True)

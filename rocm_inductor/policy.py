@@ -42,6 +42,8 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         # merged_gemm: our Triton grouped small-M GEMM only (no vendor grouped GEMM is wrapped here); issue 19,
         #   verified on CPU stand-ins only.
         "merged_gemm": ("triton",),
+        # rms_norm_gemm: our merged GEMM kernel with an RMSNorm prologue (issue 19); verified on CPU stand-ins only.
+        "rms_norm_gemm": ("triton",),
     },
     "cuda": {
         "rms_norm": ("flashinfer", "triton"),
@@ -77,6 +79,9 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         #   The provider's check() takes only shapes/M buckets its measured table
         #   (providers/triton/gemm_merge_tuned.json) says are faster than separate cuBLAS on this GPU.
         "merged_gemm": ("triton",),
+        # rms_norm_gemm: the same kernel with the RMSNorm as its prologue (one launch where the GEMM's config is
+        #   the full-K GEMV tile; else the norm kernel, then the GEMM).
+        "rms_norm_gemm": ("triton",),
     },
     "cpu": {},
 }
@@ -130,9 +135,9 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     #   Qwen3 freezing not run (budget).
     # gemm_merge, rocm: OFF: verified on CPU stand-ins and gfx942/gfx950 AOT compiles only.
     "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False, "attention": False,
-             "all_reduce_norm": False, "gemm_merge": False},
+             "all_reduce_norm": False, "gemm_merge": False, "norm_gemm": False},
     "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": True, "rope": False, "attention": True,
-             "all_reduce_norm": False, "gemm_merge": True},
+             "all_reduce_norm": False, "gemm_merge": True, "norm_gemm": False},
     "cpu": {},
 }
 

@@ -14,15 +14,17 @@ def _passes() -> tuple:
     from .all_reduce_norm import AllReduceNormPass
     from .attention import AttentionPass
     from .gemm_merge import GemmMergePass
+    from .norm_gemm import NormGemmPass
     from .rms_norm import RMSNormPass
     from .rope import RoPEPass
     from .sampling import SamplingPass
     from .sigmoid_gate import SigmoidGatePass
 
     # all_reduce_norm after rms_norm: it extends the norms that pass rewrote with the all-reduce before them.
-    # gemm_merge last: it groups the projections the other rewrites leave in place.
+    # gemm_merge next to last: it groups the projections the other rewrites leave in place; norm_gemm last: it
+    # folds the norms rms_norm rewrote into the GEMMs gemm_merge rewrote.
     return (RMSNormPass(), RoPEPass(), SigmoidGatePass(), SamplingPass(), AttentionPass(), AllReduceNormPass(),
-            GemmMergePass())
+            GemmMergePass(), NormGemmPass())
 
 
 def all_passes() -> tuple:

@@ -177,13 +177,36 @@ def merged_gemm_ref(x: torch.Tensor, weights: list[torch.Tensor],
             for w, b in zip(weights, biases, strict=True)]
 
 
+def rms_norm_gemm_ref(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor | None, eps: float,
+                      offset: float, weights: list[torch.Tensor],
+                      biases: list[torch.Tensor | None]) -> list[torch.Tensor]:
+    """An RMSNorm (after a residual add when given) and the GEMMs that read it (``rocm_fused::rms_norm_gemm``).
+
+    ``s = x + residual`` (or x), ``y = rms_norm_ref(s, ...)``, ``out[i] = merged_gemm_ref(y as (M, K), ...)``: the
+    unfolded graph's two ops, in order.
+
+    Args:
+        x, residual: (..., K) of one float dtype (residual may be None); norm_weight: (K,) or None;
+        eps, offset: as :func:`rms_norm_ref`; weights, biases: as :func:`merged_gemm_ref`.
+
+    Returns:
+        ``[out_0, ..., out_{n-1}]`` ((M, N_i)), then ``s`` when ``residual`` is given.
+    """
+    if residual is not None:
+        y, s = fused_add_rms_norm_ref(x, residual, norm_weight, eps, offset)
+    else:
+        y, s = rms_norm_ref(x, norm_weight, eps, offset), None
+    outs = merged_gemm_ref(y.reshape(-1, y.shape[-1]), weights, biases)
+    return outs + ([] if s is None else [s])
+
+
 class ReferenceProvider(Provider):
     """Pure-torch implementations of every op (no library, any device, any dtype)."""
 
     name = "reference"
     library = None
     ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample",
-                     "decode_attention", "all_reduce_add_rms_norm", "merged_gemm"})
+                     "decode_attention", "all_reduce_add_rms_norm", "merged_gemm", "rms_norm_gemm"})
 
     def check(self, op, spec):
         """Every op, except a single GEMM (``merged_gemm`` with one weight): that is a speed choice over
@@ -198,6 +221,10 @@ class ReferenceProvider(Provider):
     def merged_gemm(self, x, weights, biases):
         """See :func:`merged_gemm_ref`."""
         return merged_gemm_ref(x, weights, biases)
+
+    def rms_norm_gemm(self, x, residual, norm_weight, eps, offset, weights, biases):
+        """See :func:`rms_norm_gemm_ref`."""
+        return rms_norm_gemm_ref(x, residual, norm_weight, eps, offset, weights, biases)
 
     def rms_norm(self, x, weight, eps, offset):
         """See :func:`rms_norm_ref`."""

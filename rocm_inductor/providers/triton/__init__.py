@@ -23,7 +23,7 @@ class TritonProvider(Provider):
     name = "triton"
     library = "triton"
     ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample",
-                     "decode_attention", "merged_gemm"})
+                     "decode_attention", "merged_gemm", "rms_norm_gemm"})
     #: ``rope_cached`` clamps positions to the table inside the kernel (``rocm_fused::rope_cached``'s contract).
     clamps_rope_positions = True
 
@@ -51,7 +51,14 @@ class TritonProvider(Provider):
             reason = self.kernels("attention").check(spec)
         if reason is None and op == "merged_gemm":
             reason = self.kernels("gemm_merge").check(spec)
+        if reason is None and op == "rms_norm_gemm":
+            reason = self.kernels("norm_gemm").check(spec)
         return reason
+
+    def rms_norm_gemm(self, x, residual, norm_weight, eps, offset, weights, biases):
+        """See ``rocm_inductor.providers.triton.norm_gemm.rms_norm_gemm`` (one launch with the full-K GEMV
+        tile, else the norm kernel then the merged GEMM)."""
+        return self.kernels("norm_gemm").rms_norm_gemm(x, residual, norm_weight, eps, offset, weights, biases)
 
     def merged_gemm(self, x, weights, biases):
         """See ``rocm_inductor.providers.triton.gemm_merge.merged_gemm`` (one launch, weights read in place)."""

@@ -78,7 +78,7 @@ import triton
 import triton.language as tl
 
 from ...ops.gemm_merge import MAX_WEIGHTS  # pointer slots of the kernel = the op's limit (q/k/v 3, gate/up 2)
-from .rms_norm import _round_to
+from .rms_norm import _inv_rms, _round_to
 
 try:  # Hopper's grid dependency control (programmatic dependent launch); triton 3.6 and 3.9 have both
     from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
@@ -138,11 +138,34 @@ def _load_xw(x_ptrs, w_ptrs, k0, offs_k, k_hi, EVEN_K: tl.constexpr):
 
 
 @triton.jit
+def _norm_row(X, R, G, S, row, stride_xm, stride_xk, stride_rm, offs_k, K, eps, offset, store_s,
+              HAS_RES: tl.constexpr, HAS_G: tl.constexpr, MANUAL_BF16: tl.constexpr):
+    """Row ``row`` of ``rms_norm(x [+ r])`` over the whole K (``offs_k`` covers it), rounded to x's dtype.
+
+    Exactly the RMSNorm kernels' math (``rms_norm._rms_norm_kernel``): ``s = x + r`` rounded to the model dtype
+    and stored (where ``store_s``: one program per row writes it), then ``s * rstd * (g + offset)`` in float32,
+    one rounding: the GEMM reads the same bf16/fp16 activation the norm kernel would have written.
+    """
+    kmask = offs_k < K
+    xv = tl.load(X + row.to(tl.int64) * stride_xm + offs_k * stride_xk, mask=kmask, other=0.0).to(tl.float32)
+    if HAS_RES:
+        rv = tl.load(R + row.to(tl.int64) * stride_rm + offs_k, mask=kmask, other=0.0).to(tl.float32)
+        sv = _round_to(xv + rv, X.dtype.element_ty, MANUAL_BF16)
+        tl.store(S + row.to(tl.int64) * K + offs_k, sv, mask=offs_k < K * store_s)  # store_s: 0 or 1
+        xv = sv.to(tl.float32)
+    yv = xv * _inv_rms(tl.sum(xv * xv, axis=0), K, eps)
+    if HAS_G:
+        yv = yv * (tl.load(G + offs_k, mask=kmask, other=0.0).to(tl.float32) + offset)
+    return _round_to(yv, X.dtype.element_ty, MANUAL_BF16)
+
+
+@triton.jit
 def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, nb, ks,
+          R, G, S, stride_rm, eps, offset,
           HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
           SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr,
           MANUAL_BF16: tl.constexpr, LATE: tl.constexpr, FULL: tl.constexpr, EVICT: tl.constexpr,
-          PDL: tl.constexpr):
+          PDL: tl.constexpr, NORM: tl.constexpr, HAS_RES: tl.constexpr, HAS_G: tl.constexpr):
     """Column block ``nb`` of one weight (``N`` rows, K contiguous) times x, over K split ``ks``.
 
     ``LATE`` (the GEMV tile, ``DOT`` False): each thread keeps its products of contiguous K elements (Triton
@@ -157,6 +180,11 @@ def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, n
     ``PDL`` (programmatic dependent launch, see :data:`PDL`): ``gdc_wait()`` (wait for the preceding kernel to
     complete and its writes to be visible) before the first read of x; with ``FULL`` the weight tile's loads are
     issued before it (the weights are not written by the step: the launcher checks they are parameters).
+
+    ``NORM`` (with ``FULL``, no K split: BLOCK_K covers K): x is the *input* of an RMSNorm (``HAS_RES``: plus a
+    residual, the sum stored to ``S`` by the program of column block 0 of weight 0; ``HAS_G``: weight ``G``),
+    normalised per row in the prologue (:func:`_norm_row`) while the weight tile's loads are in flight, so
+    norm + GEMM is one launch (``rocm_fused::rms_norm_gemm``).
     """
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = nb * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -180,11 +208,16 @@ def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, n
             gdc_wait()  # the weight loads are in flight; x (written by the preceding kernel) only after this
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for mi in tl.static_range(BLOCK_M):
-            xr_ptrs = X + tl.where(mi < M, mi, 0).to(tl.int64) * stride_xm + (k_lo + offs_k) * stride_xk
-            if EVEN_K:
-                xr = tl.load(xr_ptrs)
+            if NORM:
+                xr = _norm_row(X, R, G, S, tl.where(mi < M, mi, 0), stride_xm, stride_xk, stride_rm, offs_k, K,
+                               eps, offset, tl.where((nb + col0) == 0, 1, 0) * tl.where(mi < M, 1, 0), HAS_RES, HAS_G,
+                               MANUAL_BF16)
             else:
-                xr = tl.load(xr_ptrs, mask=(k_lo + offs_k) < k_hi, other=0.0)
+                xr_ptrs = X + tl.where(mi < M, mi, 0).to(tl.int64) * stride_xm + (k_lo + offs_k) * stride_xk
+                if EVEN_K:
+                    xr = tl.load(xr_ptrs)
+                else:
+                    xr = tl.load(xr_ptrs, mask=(k_lo + offs_k) < k_hi, other=0.0)
             row = tl.sum(w.to(tl.float32) * xr.to(tl.float32)[None, :], axis=1)
             acc = tl.where(offs_m[:, None] == mi, row[None, :], acc)
     elif LATE:
@@ -227,42 +260,48 @@ def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, n
 
 @triton.jit
 def _merged_gemm_kernel(
-    X, W0, W1, W2, W3, B0, B1, B2, B3, Y0, Y1, Y2, Y3, P,
-    M, K, N0, N1, N2, N3, SW0, SW1, SW2, SW3, C1, C2, C3, NTOT, stride_xm, stride_xk,
+    X, W0, W1, W2, W3, B0, B1, B2, B3, Y0, Y1, Y2, Y3, P, R, G, S,
+    M, K, N0, N1, N2, N3, SW0, SW1, SW2, SW3, C1, C2, C3, NTOT, stride_xm, stride_xk, stride_rm, eps, offset,
     NUM_W: tl.constexpr, HB0: tl.constexpr, HB1: tl.constexpr, HB2: tl.constexpr, HB3: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
     EVEN_K: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr, MANUAL_BF16: tl.constexpr,
     LATE: tl.constexpr, FULL: tl.constexpr, EVICT: tl.constexpr, PDL: tl.constexpr,
+    NORM: tl.constexpr = False, HAS_RES: tl.constexpr = False, HAS_G: tl.constexpr = False,
 ):
     """Program (column block ``pid0``, K split ``pid1``); column blocks C1, C2, C3 start weights 1, 2, 3.
 
     Slots past ``NUM_W`` are never read (the launcher passes weight 0's pointers there). ``PDL``: signal
     ``gdc_launch_dependents()`` first (a following PDL-launched kernel may start; it waits for this one's
     completion before reading what this one writes), and ``gdc_wait()`` in :func:`_tile` before x is read.
+    ``NORM``: x (row stride ``stride_xm``), residual ``R`` and norm weight ``G`` are an RMSNorm's inputs
+    (:func:`_tile`); ``S`` gets the residual sum. Without ``NORM`` the three are never read.
     """
     if PDL:
         gdc_launch_dependents()
     pid = tl.program_id(0)
     ks = tl.program_id(1)
     if pid < C1:
-        _tile(X, W0, B0, Y0, P, M, N0, K, 0, NTOT, stride_xm, stride_xk, SW0, pid, ks, HB0, BLOCK_M, BLOCK_N,
-              BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16, LATE, FULL, EVICT, PDL)
+        _tile(X, W0, B0, Y0, P, M, N0, K, 0, NTOT, stride_xm, stride_xk, SW0, pid, ks,
+              R, G, S, stride_rm, eps, offset, HB0, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE,
+              MANUAL_BF16, LATE, FULL, EVICT, PDL, NORM, HAS_RES, HAS_G)
     else:
         if NUM_W > 1:
             if pid < C2:
-                _tile(X, W1, B1, Y1, P, M, N1, K, N0, NTOT, stride_xm, stride_xk, SW1, pid - C1, ks, HB1,
-                      BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16, LATE, FULL, EVICT, PDL)
+                _tile(X, W1, B1, Y1, P, M, N1, K, N0, NTOT, stride_xm, stride_xk, SW1, pid - C1, ks,
+                      R, G, S, stride_rm, eps, offset, HB1, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE,
+                      MANUAL_BF16, LATE, FULL, EVICT, PDL, NORM, HAS_RES, HAS_G)
             else:
                 if NUM_W > 2:
                     if pid < C3:
-                        _tile(X, W2, B2, Y2, P, M, N2, K, N0 + N1, NTOT, stride_xm, stride_xk, SW2, pid - C2,
-                              ks, HB2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16, LATE, FULL,
-                              EVICT, PDL)
+                        _tile(X, W2, B2, Y2, P, M, N2, K, N0 + N1, NTOT, stride_xm, stride_xk, SW2, pid - C2, ks,
+                              R, G, S, stride_rm, eps, offset, HB2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K,
+                              DOT, IEEE, MANUAL_BF16, LATE, FULL, EVICT, PDL, NORM, HAS_RES, HAS_G)
                     else:
                         if NUM_W > 3:
                             _tile(X, W3, B3, Y3, P, M, N3, K, N0 + N1 + N2, NTOT, stride_xm, stride_xk, SW3,
-                                  pid - C3, ks, HB3, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, EVEN_K, DOT, IEEE,
-                                  MANUAL_BF16, LATE, FULL, EVICT, PDL)
+                                  pid - C3, ks, R, G, S, stride_rm, eps, offset, HB3, BLOCK_M, BLOCK_N, BLOCK_K,
+                                  SPLIT_K, EVEN_K, DOT, IEEE, MANUAL_BF16, LATE, FULL, EVICT, PDL, NORM, HAS_RES,
+                                  HAS_G)
 
 
 @triton.jit
@@ -831,9 +870,35 @@ def _key(x: torch.Tensor, weights, biases) -> tuple:
             tuple(b is not None for b in biases), str(x.device))
 
 
+@dataclasses.dataclass(frozen=True)
+class NormPrologue:
+    """The RMSNorm whose output a launch's GEMM reads (``launch(..., norm=...)``): x is then its *input*.
+
+    Attributes:
+        residual: (M, K) with unit column stride, or None (plain RMSNorm); its sum with x is stored to ``s_out``.
+        weight: (K,) norm weight of any float dtype, or None (weightless); eps, offset: as ``rocm_fused::rms_norm``.
+        s_out: (M, K) contiguous tensor of x's dtype for ``x + residual`` (None without a residual).
+    """
+
+    residual: torch.Tensor | None
+    weight: torch.Tensor | None
+    eps: float
+    offset: float
+    s_out: torch.Tensor | None
+
+
+def prologue_fits(cfg: Config, k: int) -> bool:
+    """Whether ``cfg`` can run an RMSNorm prologue: the full-K GEMV tile without a K split, so every program
+    holds whole rows of x (BLOCK_K >= K) and normalises them itself."""
+    return cfg.full and not cfg.dot and cfg.split_k == 1 and cfg.block_k >= k
+
+
 def launch(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor | None], cfg: Config,
-           outs: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
-    """Run ``cfg`` once (no checks beyond shapes; :func:`merged_gemm` validates). Returns the outputs."""
+           outs: list[torch.Tensor] | None = None, norm: NormPrologue | None = None) -> list[torch.Tensor]:
+    """Run ``cfg`` once (no checks beyond shapes; :func:`merged_gemm` validates). Returns the outputs.
+
+    ``norm``: x is the input of that RMSNorm and the GEMM reads its output (one launch; ``cfg`` must pass
+    :func:`prologue_fits`, else ValueError)."""
     m, k = x.shape
     ns = [w.shape[0] for w in weights]
     if outs is None:
@@ -860,7 +925,15 @@ def launch(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tens
     split = cfg.split_k
     if cfg.full and not cfg.dot and cfg.block_k * split < k:
         raise ValueError(f"full-K GEMV tile needs BLOCK_K * SPLIT_K >= K, got {cfg.block_k} * {split} < {k}")
+    if norm is not None and not prologue_fits(cfg, k):
+        raise ValueError(f"an RMSNorm prologue needs the full-K GEMV tile without a K split, got {cfg}")
     work = torch.empty((split, m, ntot), dtype=torch.float32, device=x.device) if split > 1 else outs[0]
+    nrm = {"R": x, "G": x, "S": x, "stride_rm": 0, "eps": 0.0, "offset": 0.0}
+    if norm is not None:
+        nrm = {"R": x if norm.residual is None else norm.residual, "G": x if norm.weight is None else norm.weight,
+               "S": x if norm.s_out is None else norm.s_out,
+               "stride_rm": 0 if norm.residual is None else norm.residual.stride(0),
+               "eps": float(norm.eps), "offset": float(norm.offset)}
     even_k = k % (cfg.block_k * split) == 0
     manual = _interpreting()
     ieee = x.dtype == torch.float32
@@ -870,11 +943,14 @@ def launch(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tens
 
     def run():
         _merged_gemm_kernel[(cum[-1], split)](
-            x, *ws, *bs, *ys, work, m, k, *nsp, *sw, c1, c2, c3, ntot, x.stride(0), x.stride(1),
+            x, *ws, *bs, *ys, work, nrm["R"], nrm["G"], nrm["S"], m, k, *nsp, *sw, c1, c2, c3, ntot, x.stride(0),
+            x.stride(1), nrm["stride_rm"], nrm["eps"], nrm["offset"],
             NUM_W=nw, HB0=hb[0], HB1=hb[1], HB2=hb[2], HB3=hb[3], BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
             BLOCK_K=cfg.block_k, SPLIT_K=split, EVEN_K=even_k, DOT=cfg.dot, IEEE=ieee, MANUAL_BF16=manual,
             LATE=cfg.late and not cfg.dot, FULL=cfg.full and not cfg.dot, EVICT=cfg.evict and not cfg.dot,
-            PDL=pdl, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **extra)
+            PDL=pdl, NORM=norm is not None, HAS_RES=norm is not None and norm.residual is not None,
+            HAS_G=norm is not None and norm.weight is not None, num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages, **extra)
         if split > 1:
             _reduce_kernel[(cum[-1],)](
                 work, *bs, *ys, m, *nsp, c1, c2, c3, ntot, NUM_W=nw, HB0=hb[0], HB1=hb[1], HB2=hb[2],
@@ -945,6 +1021,18 @@ def merged_gemm(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch
     Raises:
         ValueError: M > MAX_M, more than MAX_WEIGHTS weights, dtype/shape mismatch.
     """
+    weights, biases = validated(x, weights, biases)
+    cfg = config or pick_config(x, weights, biases)
+    return launch(x, weights, biases, cfg)
+
+
+def validated(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor | None]
+              ) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+    """The weights (unit K stride: copied where not) and biases (unit stride) :func:`launch` can read.
+
+    Raises:
+        ValueError: as :func:`merged_gemm`.
+    """
     if x.dtype not in DTYPES:
         raise ValueError(f"triton merged_gemm takes float16/bfloat16/float32, got {x.dtype}")
     if x.ndim != 2 or x.shape[0] > MAX_M:
@@ -958,8 +1046,7 @@ def merged_gemm(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch
             raise ValueError(f"bias {b.dtype} {tuple(b.shape)} does not fit weight {tuple(w.shape)}")
     weights = [w if w.stride(1) == 1 or w.shape[1] == 1 else w.contiguous() for w in weights]
     biases = [b if b is None or b.stride(0) == 1 else b.contiguous() for b in biases]
-    cfg = config or pick_config(x, weights, biases)
-    return launch(x, weights, biases, cfg)
+    return weights, biases
 
 
 # ---------------------------------------------------------------------------------------------- AOT cases
@@ -971,11 +1058,13 @@ def _signature(dt: str, nw: int) -> dict[str, str]:
     sig.update({f"B{i}": f"*{dt}" for i in range(4)})
     sig.update({f"Y{i}": f"*{dt}" for i in range(4)})
     sig["P"] = "*fp32"
+    sig.update({"R": f"*{dt}", "G": f"*{dt}", "S": f"*{dt}"})
     for name in ("M", "K", "N0", "N1", "N2", "N3", "SW0", "SW1", "SW2", "SW3", "C1", "C2", "C3", "NTOT",
-                 "stride_xm", "stride_xk"):
+                 "stride_xm", "stride_xk", "stride_rm"):
         sig[name] = "i32"
+    sig.update({"eps": "fp32", "offset": "fp32"})
     for name in ("NUM_W", "HB0", "HB1", "HB2", "HB3", "BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "EVEN_K",
-                 "DOT", "IEEE", "MANUAL_BF16", "LATE", "FULL", "EVICT", "PDL"):
+                 "DOT", "IEEE", "MANUAL_BF16", "LATE", "FULL", "EVICT", "PDL", "NORM", "HAS_RES", "HAS_G"):
         sig[name] = "constexpr"
     return sig
 
@@ -989,14 +1078,16 @@ def aot_cases() -> list[dict]:
     """
     cases = []
 
-    def main_case(name, dt, nw, cfg: Config, hb=(False,) * 4, ieee=False, even_k=True, pdl=False):
+    def main_case(name, dt, nw, cfg: Config, hb=(False,) * 4, ieee=False, even_k=True, pdl=False,
+                  norm=(False,) * 3):
         cases.append({
             "name": name, "fn": _merged_gemm_kernel, "signature": _signature(dt, nw),
             "constexprs": {"NUM_W": nw, "HB0": hb[0], "HB1": hb[1], "HB2": hb[2], "HB3": hb[3],
                            "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
                            "SPLIT_K": cfg.split_k, "EVEN_K": even_k, "DOT": cfg.dot, "IEEE": ieee,
                            "MANUAL_BF16": False, "LATE": cfg.late and not cfg.dot,
-                           "FULL": cfg.full and not cfg.dot, "EVICT": cfg.evict and not cfg.dot, "PDL": pdl},
+                           "FULL": cfg.full and not cfg.dot, "EVICT": cfg.evict and not cfg.dot, "PDL": pdl,
+                           "NORM": norm[0], "HAS_RES": norm[1], "HAS_G": norm[2]},
             "num_warps": cfg.num_warps, **({"targets": ["sm_90"]} if pdl else {})})
 
     bf = torch.bfloat16
@@ -1023,6 +1114,16 @@ def aot_cases() -> list[dict]:
     main_case("qkv_bias_gemvfull_m4_fp16", "fp16", 3, Config(4, 4, 1024, 1, 4, 1, False, False, True, True),
               hb=(True, True, True, False), even_k=False)
     main_case("kproj_gemvfull_split2_m1_bf16", "bf16", 1, Config(1, 8, 1024, 2, 4, 1, False, False, True, True))
+    # the RMSNorm prologue (rocm_fused::rms_norm_gemm): Llama q/k/v's M = 1 pick with add + RMSNorm, and a
+    # masked K (896) fp16 weightless plain norm at M = 2
+    main_case("qkv_addnorm_gemvfull_m1_bf16", "bf16", 3, Config(1, 2, 2048, 1, 8, 1, False, False, True, True),
+              norm=(True, True, True))
+    # M = 1 as the launch specializes it (an int argument equal to 1 becomes a constexpr): triton 3.6 on the
+    # H200 failed to compile the prologue's first form, `(M > mi).to(...)` on a constexpr bool (2026-12-01)
+    cases[-1]["signature"]["M"] = "constexpr"
+    cases[-1]["constexprs"]["M"] = 1
+    main_case("qkv_norm_gemvfull_m2_fp16", "fp16", 3, Config(2, 4, 1024, 1, 4, 1, False, False, True, True),
+              even_k=False, norm=(True, False, False))
     # one deep-pipeline dot tile (Qwen3's M = 8 pick), compiled at its 5 stages: 61 KiB of the 64 KiB gfx942
     # LDS if every stage is buffered. Only one: the 5-stage compiles took 10-24 s each for gfx950 on the
     # 2-core dev machine (triton 3.9, 2026-12-01), too much for CI's budget

@@ -145,6 +145,18 @@ def _round_to(v, DTYPE: tl.constexpr, MANUAL_BF16: tl.constexpr = True):
 
 
 @triton.jit
+def _inv_rms(sum_sq, H, eps):
+    """``1 / sqrt(sum_sq / H + eps)`` per row, correctly rounded (``div_rn`` / ``sqrt_rn``).
+
+    Per-row scalars, so correctly rounded sqrt and divisions cost nothing (``tl.math.rsqrt`` and ``/`` may be
+    approximate on GPUs, e.g. 2 ulp). ``H * 1.0``, not ``H.to(...)``: Triton specializes an int argument equal
+    to 1 into a constexpr. Shared with the RMSNorm prologue of ``gemm_merge``'s kernel.
+    """
+    mean_sq = tl.math.div_rn(sum_sq, H * 1.0)
+    return tl.math.div_rn(1.0, tl.math.sqrt_rn(mean_sq + eps))
+
+
+@triton.jit
 def _rms_norm_kernel(
     X, R, W, Y, S,  # input, residual, weight, out (contiguous), sum out (contiguous)
     stride_x, stride_r,  # row strides of X and R, in elements (columns are unit stride)
@@ -169,12 +181,7 @@ def _rms_norm_kernel(
         s = _round_to(x + r, S.dtype.element_ty, MANUAL_BF16)
         tl.store(S + out_ptrs, s, mask=mask)
         x = s.to(tl.float32)
-    # Per-row scalars, so correctly rounded sqrt and divisions cost nothing (tl.math.rsqrt and `/` may be
-    # approximate on GPUs, e.g. 2 ulp).
-    # `H * 1.0`, not `H.to(...)`: Triton specializes an int argument equal to 1 into a constexpr.
-    mean_sq = tl.math.div_rn(tl.sum(x * x, axis=1), H * 1.0)
-    rstd = tl.math.div_rn(1.0, tl.math.sqrt_rn(mean_sq + eps))
-    y = x * rstd[:, None]
+    y = x * _inv_rms(tl.sum(x * x, axis=1), H, eps)[:, None]
     if HAS_WEIGHT:
         if not EARLY_W:
             w = tl.load(W + cols, mask=cols < H, other=0.0).to(tl.float32) + offset

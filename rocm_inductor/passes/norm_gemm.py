@@ -1,0 +1,134 @@
+"""An RMSNorm and the merged GEMMs that read it -> ``rocm_fused::rms_norm_gemm`` (one launch at decode).
+
+Runs after ``rms_norm`` and ``gemm_merge`` (post-grad graph): it folds what those two rewrote, never the raw
+eager norm. Covers ``rocm_fused::merged_gemm(x, ...)`` (a merge or a single GEMM the table took) where
+``x`` is, through ``view`` / ``reshape`` to (M, K), the output ``y`` of ``rocm_fused::rms_norm`` or of
+``rocm_fused::fused_add_rms_norm`` (``getitem 0``), and the GEMM's reshape is ``y``'s only reader. The
+sum ``s`` of a fused add keeps its readers (the next residual add): the new op returns it. Typical matches per
+pre-norm decoder layer (HF Llama / Qwen / Gemma, gpt-fast): input_layernorm -> q/k/v, post_attention_layernorm
+-> gate/up; and the final norm -> lm_head where the single GEMM was taken.
+
+Left alone, each a near-miss with its reason:
+- ``y`` read by anything besides the GEMM (the prologue computes ``y`` in registers and never stores it);
+- a reshape that does not keep K as the last dim (not the flattening the projections do);
+- an input of the norm or the GEMMs computed after a reader of ``s`` that precedes the GEMM (folding would
+  reorder);
+- what the provider refuses.
+Left alone silently: a merged GEMM whose activation is not a norm's output (o_proj, down_proj).
+
+On CUDA by default only where measured faster (``policy.PASS_DEFAULTS``); like ``gemm_merge`` it is not
+switched on by a forced global ``provider=``: ``options={"passes": {"norm_gemm": True}}`` or
+``options={"providers": {"rms_norm_gemm": ...}}``.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+from torch.fx import Graph, Node
+
+from ..ops.norm_gemm import norm_gemm_spec
+from ..report import Match as MatchRecord
+from ..report import NearMiss, dtype_name, location_of
+from .canonicalize import insert_call
+from .gemm_merge import RESHAPES, _var_ranges
+from .manager import PassContext
+
+WHAT = "RMSNorm before merged GEMMs"
+
+
+def _val(n: Any) -> Any:
+    return n.meta.get("val") if isinstance(n, Node) else None
+
+
+def _norm_of(x: Node) -> tuple[Node, Node, list[Node]] | None:
+    """(norm node, its normalised output ``y``, the reshapes from ``y`` to ``x``), or None: not a norm's output."""
+    chain = []
+    cur = x
+    while isinstance(cur, Node) and cur.op == "call_function" and cur.target in RESHAPES:
+        chain.append(cur)
+        cur = cur.args[0]
+    if not isinstance(cur, Node) or cur.op != "call_function":
+        return None
+    if cur.target is torch.ops.rocm_fused.rms_norm.default:
+        return cur, cur, chain
+    if (cur.target is operator.getitem and cur.args[1] == 0 and isinstance(cur.args[0], Node)
+            and cur.args[0].target is torch.ops.rocm_fused.fused_add_rms_norm.default):
+        return cur.args[0], cur, chain
+    return None
+
+
+class NormGemmPass:
+    """The RMSNorm -> merged GEMM fold (see module docstring)."""
+
+    name = "norm_gemm"
+    ops = ("rms_norm_gemm",)
+    #: As gemm_merge: not switched on by a forced global ``provider=`` (it would change every CPU test's op counts).
+    enabled_by_provider = False
+
+    def __call__(self, graph: Graph, ctx: PassContext) -> None:
+        graph.eliminate_dead_code()  # the per-GEMM reshapes gemm_merge left without readers
+        for node in list(graph.find_nodes(op="call_function", target=torch.ops.rocm_fused.merged_gemm.default)):
+            found = _norm_of(node.args[0])
+            if found is not None:
+                self._fold(graph, ctx, node, *found)
+
+    def _fold(self, graph: Graph, ctx: PassContext, gemm: Node, norm: Node, y: Node, chain: list[Node]) -> None:
+        from ..lowerings.gemm_buckets import decide
+
+        where, anchor = location_of(gemm), gemm.name
+        fused = norm.target is torch.ops.rocm_fused.fused_add_rms_norm.default
+        if fused:
+            nx, res, nw, eps, offset = norm.args[:5]
+        else:
+            (nx, nw, eps, offset), res = norm.args[:4], None
+        x, weights, biases = gemm.args[0], list(gemm.args[1]), list(gemm.args[2])
+        ns = "/".join(str(_val(w).shape[0]) for w in weights)
+        what = f"{'add + ' if fused else ''}RMSNorm -> {len(weights)} GEMM{'s' if len(weights) > 1 else ''} (N {ns})"
+
+        def miss(why: str) -> None:
+            ctx.near_miss(anchor, NearMiss(self.name, WHAT, f"{what}: {why}", where))
+
+        path = [gemm, *chain]  # path[i] reads path[i + 1]; y feeds path[-1]
+        readers = [u for u in y.users if u is not path[-1]]
+        readers += [u for i, c in enumerate(chain) for u in c.users if u is not path[i]]
+        if readers:
+            return miss("the normalised activation is also read by " + ", ".join(sorted(u.name for u in readers))
+                        + " (the prologue keeps it in registers and never stores it)")
+        xv, yv = _val(x), _val(y)
+        if xv is None or yv is None or xv.ndim != 2 or str(xv.shape[-1]) != str(yv.shape[-1]):
+            return miss("the GEMM reads the norm's output reshaped to another last dim than K")
+        s_get = [u for u in norm.users if u.target is operator.getitem and u.args[1] == 1] if fused else []
+        order = {n: i for i, n in enumerate(graph.nodes)}
+        at = min([order[gemm]] + [order[u] for g in s_get for u in g.users])
+        inputs = [n for n in [nx, res, nw, *weights, *biases] if isinstance(n, Node)]
+        if any(order[n] >= at for n in inputs):
+            return miss("an input of the GEMMs is computed after the norm's sum is read: folding would reorder")
+        d = decide("mm", xv.shape[0], ctx.options.aten_gemm_max_m, _var_ranges(xv))
+        spec = norm_gemm_spec(_val(nx), _val(res), _val(nw), float(offset), [_val(w) for w in weights],
+                              [_val(b) for b in biases], d.m_upper)
+        choice = ctx.choose("rms_norm_gemm", spec)
+        if choice.provider is None:
+            return miss(choice.why_not)
+        before = next(n for n, i in order.items() if i == at)
+        new = insert_call(graph, before, torch.ops.rocm_fused.rms_norm_gemm.default,
+                          (nx, res, nw, eps, offset, weights, biases, choice.provider), like=gemm)
+        for u in list(gemm.users):  # the merged GEMM's getitems
+            u.replace_all_uses_with(insert_call(graph, before, operator.getitem, (new, u.args[1]), like=u))
+            graph.erase_node(u)
+        for g in s_get:
+            g.replace_all_uses_with(insert_call(graph, before, operator.getitem, (new, len(weights)), like=g))
+            graph.erase_node(g)
+        graph.erase_node(gemm)
+        for c in chain:
+            graph.erase_node(c)
+        if y is not norm:
+            graph.erase_node(y)
+        if not norm.users:
+            graph.erase_node(norm)
+        m = f"M={d.m}" + ("" if d.m == str(d.m_upper) else f" (<= {d.m_upper})")
+        ctx.matched(anchor, MatchRecord(
+            self.name, "rms_norm_gemm", choice.provider, f"{d.m}x{xv.shape[1]}->{ns}", dtype_name(xv), where,
+            note=f"{what} in one op, bucket {m}" + (f"; {choice.why_not}" if choice.reasons else "")))

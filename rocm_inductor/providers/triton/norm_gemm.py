@@ -1,0 +1,121 @@
+"""Triton RMSNorm + merged GEMM (``rocm_fused::rms_norm_gemm``): the norm as the GEMM kernel's prologue.
+
+Math: exactly :func:`rocm_inductor.providers.reference.rms_norm_gemm_ref`, with the RMSNorm kernels' float32
+math (``rms_norm._inv_rms``: correctly rounded division and sqrt; the sum ``x + residual`` and the normalised
+row each rounded once, RTNE) and the merged GEMM's (``gemm_merge``: float32 accumulation, one rounding).
+
+One launch where the config (the measured prologue tile of :data:`TABLE_PATH`, else the GEMM's own pick, as
+``merged_gemm`` makes it) is the full-K GEMV tile without a K split (:func:`gemm_merge.prologue_fits`; the
+decode M = 1-2 picks): every program loads whole rows
+of x (and the residual) next to its weight tile, normalises them itself (K elements per row from L2: 4 KB at
+Llama-3.2-1B's K = 2048, against the program's 8 KB of weights), and the program of column block 0 stores the
+sum ``s``. Otherwise (dot tiles from M = 4, split-K tiles) two launches: the RMSNorm kernel, then the merged
+GEMM, which is what the unfolded graph ran.
+
+Why: at decode the norm before q/k/v, gate/up and lm_head is a latency-bound launch (~1.8 us in a CUDA graph
+on the H200 for (1, 2048) bf16, ``benchmarks/results/decode_gemm_ipdl.md``), next to a GEMM whose weights
+stream in ~3 us: the fixed cost of the second launch is most of what separates q/k/v from its HBM floor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import torch
+
+from . import gemm_merge as gm
+from . import rms_norm as rms
+
+#: Measured prologue tiles (``benchmarks/bench_norm_gemm_pair.py --tiles``). The GEMM's own pick is not the best
+#: tile with the prologue: each program normalises whole rows itself, so fewer, wider programs pay less of it.
+#: H200, M = 1 (2026-12-01, torch 2.11.0+cu130, triton 3.6.0), one launch vs our norm + the GEMM's own pick:
+#: Llama-3.2-1B q/k/v 6.14 vs 6.80 us (BLOCK_N 4, 4 warps; the GEMM's pick BLOCK_N 2 x 8 warps with the
+#: prologue: 6.54-6.68), gate/up 18.65 vs 19.00; Qwen3-0.6B q/k/v 4.91 vs 5.81, gate/up 6.05 vs 6.63.
+TABLE_PATH = os.path.join(os.path.dirname(__file__), "norm_gemm_tuned.json")
+_TABLE: list[dict] | None = None
+
+
+def prologue_table() -> list[dict]:
+    """Entries of :data:`TABLE_PATH` (empty when absent or unreadable): ``device``, ``m``, ``k``, ``ns``,
+    ``dtype``, ``config`` (``gemm_merge.Config`` fields), ``fused_us``, ``pair_us``."""
+    global _TABLE
+    if _TABLE is None:
+        try:
+            with open(TABLE_PATH) as f:
+                _TABLE = list(json.load(f).get("entries", []))
+        except (OSError, ValueError):
+            _TABLE = []
+    return _TABLE
+
+
+def prologue_config(m: int, k: int, ns: tuple[int, ...], dtype: torch.dtype, device: str | None) -> gm.Config | None:
+    """The measured prologue tile for the smallest measured M >= ``m`` on ``device`` (its BLOCK_M covers
+    ``m``), where it beat the two launches; else None (the GEMM's own config is used)."""
+    dt = str(dtype).replace("torch.", "")
+    rows = sorted((e for e in prologue_table() if e.get("device") == device and e.get("k") == k
+                   and tuple(e.get("ns", ())) == tuple(ns) and e.get("dtype") == dt and e["m"] >= m),
+                  key=lambda e: e["m"])
+    if not rows or rows[0]["fused_us"] >= rows[0]["pair_us"]:
+        return None
+    cfg = gm.Config(**rows[0]["config"])
+    return cfg if cfg.block_m >= m and gm.prologue_fits(cfg, k) else None
+
+
+def check(spec: dict[str, Any]) -> str | None:
+    """Compile-time limits: those of the RMSNorm kernels and of the merged GEMM (both paths must run).
+
+    Args:
+        spec: keys of ``rocm_inductor.ops.norm_gemm.norm_gemm_spec``.
+
+    Returns:
+        ``None`` if taken, else the reason in plain words.
+    """
+    return rms.check(spec) or gm.check(spec)
+
+
+def rms_norm_gemm(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor | None, eps: float,
+                  offset: float, weights: list[torch.Tensor], biases: list[torch.Tensor | None],
+                  config: gm.Config | None = None) -> list[torch.Tensor]:
+    """RMSNorm of ``x (+ residual)`` and ``[y @ w.T (+ b)]`` (module docstring: one launch where it fits).
+
+    Args:
+        x: (..., K) float16/bfloat16/float32, M = x.numel() / K <= ``gemm_merge.MAX_M``.
+        residual: x's shape and dtype, or None. norm_weight: (K,) float16/bfloat16/float32/float64 or None.
+        eps, offset: as ``rocm_fused::rms_norm``. weights, biases: as ``gemm_merge.merged_gemm``.
+        config: run this GEMM config instead of the table's / tuned one (tests, benchmarks).
+
+    Returns:
+        ``[out_0, ...]`` ((M, N_i), x's dtype) then ``s`` (x's shape) when ``residual`` is given.
+
+    Raises:
+        ValueError: what ``rms_norm.fused_add_rms_norm`` or ``gemm_merge.merged_gemm`` refuse (dtypes, M > 32,
+            mismatched shapes).
+    """
+    k = x.shape[-1]
+    rms._validate(x, norm_weight)
+    if residual is not None and (residual.shape != x.shape or residual.dtype != x.dtype
+                                 or residual.device != x.device):
+        raise ValueError(f"residual {tuple(residual.shape)} {residual.dtype} on {residual.device} != input "
+                         f"{tuple(x.shape)} {x.dtype} on {x.device}")
+    x2 = rms._rows(x, k)
+    m = x2.shape[0]
+    weights, biases = gm.validated(x2, weights, biases)
+    cfg = config
+    if cfg is None and x.is_cuda and not gm._interpreting():
+        cfg = prologue_config(m, k, tuple(w.shape[0] for w in weights), x.dtype, gm._device_name())
+    cfg = cfg or gm.pick_config(x2, weights, biases)
+    if m > 0 and all(w.shape[0] > 0 for w in weights) and gm.prologue_fits(cfg, k) and m <= cfg.block_m:
+        s = None if residual is None else torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        norm = gm.NormPrologue(None if residual is None else rms._rows(residual, k),
+                               None if norm_weight is None else norm_weight.contiguous(), eps, offset,
+                               None if s is None else s.view(m, k))
+        outs = gm.launch(x2, weights, biases, cfg, norm=norm)
+        return outs + ([] if s is None else [s])
+    if residual is not None:
+        y, s = rms.fused_add_rms_norm(x, residual, norm_weight, eps, offset)
+    else:
+        y, s = rms.rms_norm(x, norm_weight, eps, offset), None
+    outs = gm.merged_gemm(y.reshape(m, k), weights, biases, config=config)
+    return outs + ([] if s is None else [s])
