@@ -134,10 +134,20 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     #   Qwen3 1.105x / 1.032x at B = 8 / 32 (2787.9 vs 3079.6, 6382.8 vs 6588.5); Qwen3 B=1 with singles and
     #   Qwen3 freezing not run (budget).
     # gemm_merge, rocm: OFF: verified on CPU stand-ins and gfx942/gfx950 AOT compiles only.
+    # norm_gemm, cuda: ON (it only folds what rms_norm and gemm_merge rewrote). Measured on the H200 (2026-12-01,
+    #   torch 2.11.0+cu130, triton 3.6.0, benchmarks/results/norm_gemm_pair.md, decode_gemm_norm_gemm.csv): the
+    #   (add + RMSNorm, merged GEMM) pair at M = 1 in one launch with the measured prologue tiles vs our norm
+    #   kernel + the GEMM: Llama-3.2-1B q/k/v 6.14 vs 6.80 us, gate/up 18.65 vs 19.00; Qwen3-0.6B q/k/v 4.91 vs
+    #   5.81, gate/up 6.05 vs 6.63. Decode step at B = 1 with the platform defaults + gemm_merge: Llama 1026.2 ->
+    #   1001.0 us, Qwen3 1137.1 -> 1085.7 (logits bitwise equal to the unfolded graph in the Llama rms_norm +
+    #   gemm_merge run); with only rms_norm + gemm_merge on, Llama 1163.6 -> 1166.3 (within the 14 us spread).
+    #   From M = 4 the GEMM's tile takes no prologue and the op runs the same two kernels as before (B = 8 / 32
+    #   steps not measured with it).
+    # norm_gemm, rocm: OFF with gemm_merge (verified on CPU stand-ins and gfx942/gfx950 AOT compiles only).
     "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False, "attention": False,
              "all_reduce_norm": False, "gemm_merge": False, "norm_gemm": False},
     "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": True, "rope": False, "attention": True,
-             "all_reduce_norm": False, "gemm_merge": True, "norm_gemm": False},
+             "all_reduce_norm": False, "gemm_merge": True, "norm_gemm": True},
     "cpu": {},
 }
 
