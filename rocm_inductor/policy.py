@@ -141,8 +141,9 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     #   5.81, gate/up 6.05 vs 6.63. Decode step at B = 1 with the platform defaults + gemm_merge: Llama 1026.2 ->
     #   1001.0 us, Qwen3 1137.1 -> 1085.7 (logits bitwise equal to the unfolded graph in the Llama rms_norm +
     #   gemm_merge run); with only rms_norm + gemm_merge on, Llama 1163.6 -> 1166.3 (within the 14 us spread).
-    #   From M = 4 the GEMM's tile takes no prologue and the op runs the same two kernels as before (B = 8 / 32
-    #   steps not measured with it).
+    #   Taken only where a measured prologue tile won (providers/triton/norm_gemm_tuned.json: M = 1 today); other
+    #   shapes and M are near-misses. The measured steps also folded the final norm into lm_head on the GEMM's own
+    #   tile, which the shipped check refuses (never measured as a pair).
     # norm_gemm, rocm: OFF with gemm_merge (verified on CPU stand-ins and gfx942/gfx950 AOT compiles only).
     "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False, "attention": False,
              "all_reduce_norm": False, "gemm_merge": False, "norm_gemm": False},

@@ -176,3 +176,31 @@ def test_pass_is_off_unless_asked():
                           options={"passes": {"gemm_merge": True}})
     (c,) = seen
     assert c.after.get(FOLD, 0) == 0 and c.after[MERGED] == 2
+
+
+def test_gpu_check_takes_only_measured_prologue_tiles(monkeypatch):
+    """On a GPU the fold is a speed choice: refused (with the reason) where no measured tile won."""
+    from rocm_inductor.ops.norm_gemm import norm_gemm_spec
+    from rocm_inductor.providers.triton import norm_gemm as ng
+
+    cfg = {"block_m": 1, "block_n": 4, "block_k": 2048, "split_k": 1, "num_warps": 4, "num_stages": 1, "dot": False,
+           "late": False, "full": True, "evict": True}
+    monkeypatch.setattr(ng, "_TABLE", [{"device": "GPU", "m": 1, "k": 2048, "ns": [64, 32], "dtype": "bfloat16",
+                                        "config": cfg, "fused_us": 6.1, "pair_us": 6.8}])
+    monkeypatch.setattr(ng.gm, "_interpreting", lambda: False)
+    monkeypatch.setattr(ng.gm, "check", lambda spec: None)  # the merged GEMM's own table is not under test here
+    bf = torch.bfloat16
+
+    def spec(m, ns):
+        x = torch.empty(m, 2048, dtype=bf)
+        return norm_gemm_spec(x, x, torch.empty(2048, dtype=bf), 0.0, [torch.empty(n, 2048, dtype=bf) for n in ns],
+                              [None] * len(ns), m)
+
+    assert ng.check(spec(1, (64, 32)), device="GPU") is None
+    assert "no measured prologue tile" in ng.check(spec(8, (64, 32)), device="GPU")
+    assert "no measured prologue tile" in ng.check(spec(1, (128256,)), device="GPU")
+    s = spec(1, (64, 32))
+    s["m"] = None
+    assert "symbolic M" in ng.check(s, device="GPU")
+    monkeypatch.setenv("ROCM_FUSED_GEMM_UNMEASURED", "1")
+    assert ng.check(spec(8, (64, 32)), device="GPU") is None

@@ -6,14 +6,15 @@ eager norm. Covers ``rocm_fused::merged_gemm(x, ...)`` (a merge or a single GEMM
 ``rocm_fused::fused_add_rms_norm`` (``getitem 0``), and the GEMM's reshape is ``y``'s only reader. The
 sum ``s`` of a fused add keeps its readers (the next residual add): the new op returns it. Typical matches per
 pre-norm decoder layer (HF Llama / Qwen / Gemma, gpt-fast): input_layernorm -> q/k/v, post_attention_layernorm
--> gate/up; and the final norm -> lm_head where the single GEMM was taken.
+-> gate/up; and the final norm -> lm_head where the single GEMM was taken (on CPU; on a GPU where measured).
 
 Left alone, each a near-miss with its reason:
 - ``y`` read by anything besides the GEMM (the prologue computes ``y`` in registers and never stores it);
 - a reshape that does not keep K as the last dim (not the flattening the projections do);
 - an input of the norm or the GEMMs computed after a reader of ``s`` that precedes the GEMM (folding would
   reorder);
-- what the provider refuses.
+- what the provider refuses (the Triton provider, on a GPU: a shape or M without a measured prologue tile that beat
+  the two launches, ``providers/triton/norm_gemm_tuned.json``: the fold is a speed choice).
 Left alone silently: a merged GEMM whose activation is not a norm's output (o_proj, down_proj).
 
 On CUDA by default only where measured faster (``policy.PASS_DEFAULTS``); like ``gemm_merge`` it is not

@@ -63,16 +63,30 @@ def prologue_config(m: int, k: int, ns: tuple[int, ...], dtype: torch.dtype, dev
     return cfg if cfg.block_m >= m and gm.prologue_fits(cfg, k) else None
 
 
-def check(spec: dict[str, Any]) -> str | None:
-    """Compile-time limits: those of the RMSNorm kernels and of the merged GEMM (both paths must run).
+def check(spec: dict[str, Any], device: str | None = None) -> str | None:
+    """Compile-time limits: those of the RMSNorm kernels and of the merged GEMM (both paths must run), and on a
+    GPU a measured prologue tile (:func:`prologue_config`) for this static M, K, Ns and dtype: a fold is a speed
+    choice, taken only where one launch measured faster than the two (elsewhere the graph keeps them, as it
+    would run the same two kernels). CPU / the interpreter, or ``ROCM_FUSED_GEMM_UNMEASURED=1`` (as for the
+    merged GEMM): no measurement needed.
 
     Args:
-        spec: keys of ``rocm_inductor.ops.norm_gemm.norm_gemm_spec``.
+        spec: keys of ``rocm_inductor.ops.norm_gemm.norm_gemm_spec``; device: GPU name (default: the current one).
 
     Returns:
         ``None`` if taken, else the reason in plain words.
     """
-    return rms.check(spec) or gm.check(spec)
+    why = rms.check(spec) or gm.check(spec)
+    device = device or gm._device_name()
+    if why is not None or device is None or gm._interpreting() or os.environ.get("ROCM_FUSED_GEMM_UNMEASURED") == "1":
+        return why
+    m, k, ns = spec.get("m"), spec.get("k"), tuple(spec.get("ns") or ())
+    if m is None:
+        return "symbolic M: prologue tiles are measured per static M (norm_gemm_tuned.json)"
+    if prologue_config(m, k, ns, spec.get("dtype"), device) is None:
+        return (f"no measured prologue tile beats the norm kernel + GEMM at M={m} K={k} N {'/'.join(map(str, ns))} "
+                f"on {device} (norm_gemm_tuned.json; benchmarks/bench_norm_gemm_pair.py --tiles)")
+    return None
 
 
 def rms_norm_gemm(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor | None, eps: float,
