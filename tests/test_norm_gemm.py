@@ -137,36 +137,34 @@ class _Block(torch.nn.Module):
         return (mlp, s, y2) if self.extra_reader else (mlp, s)
 
 
-def test_pass_folds_both_norms_and_keeps_the_sum():
+def _compiled_block(extra_reader: bool):
+    """Compile :class:`_Block` with the fold on, check every output against eager, return the graph's capture."""
     torch.manual_seed(0)
-    mod = _Block().eval()
+    mod = _Block(extra_reader=extra_reader).eval()
     x, res = torch.randn(1, 3, 32), torch.randn(1, 3, 32)
     out, seen = compile_run(mod, x, res, options=OPTS)
+    with torch.no_grad():
+        eager = mod(x, res)
+    for o, e in zip(out, eager, strict=True):
+        torch.testing.assert_close(o, e, rtol=1e-5, atol=1e-5)
     (c,) = seen
+    return c
+
+
+def test_pass_folds_both_norms_and_keeps_the_sum():
+    c = _compiled_block(extra_reader=False)
     assert c.after[FOLD] == 2 and c.after.get(MERGED, 0) == 0
     assert not any(k.startswith("rocm_fused.") and "rms_norm" in k and k != FOLD for k in c.after)
     notes = sorted(m.note for m in c.report.matches if m.op == "rms_norm_gemm")
     assert notes == ["RMSNorm -> 2 GEMMs (N 48/48) in one op, bucket M=3",
                      "add + RMSNorm -> 3 GEMMs (N 32/16/16) in one op, bucket M=3"]
-    with torch.no_grad():
-        eager = mod(x, res)
-    for o, e in zip(out, eager, strict=True):
-        torch.testing.assert_close(o, e, rtol=1e-5, atol=1e-5)
 
 
 def test_pass_leaves_a_norm_whose_output_is_read_elsewhere():
-    torch.manual_seed(0)
-    mod = _Block(extra_reader=True).eval()
-    x, res = torch.randn(1, 3, 32), torch.randn(1, 3, 32)
-    out, seen = compile_run(mod, x, res, options=OPTS)
-    (c,) = seen
+    c = _compiled_block(extra_reader=True)
     assert c.after[FOLD] == 1 and c.after[MERGED] == 1  # the gate/up norm's output is also returned
     (miss,) = [n for n in c.report.near_misses if n.pass_name == "norm_gemm"]
     assert "RMSNorm -> 2 GEMMs (N 48/48)" in miss.reason and "also read by" in miss.reason
-    with torch.no_grad():
-        eager = mod(x, res)
-    for o, e in zip(out, eager, strict=True):
-        torch.testing.assert_close(o, e, rtol=1e-5, atol=1e-5)
 
 
 def test_pass_is_off_unless_asked():
