@@ -191,6 +191,24 @@ def test_a_bias_sliced_from_the_sum_is_a_near_miss():
     _same(out, fn, x, r)
 
 
+def test_what_the_provider_refuses_is_a_near_miss_with_its_reason():
+    """(K, N) weights (``x @ w``): merged by the reference as transposed views, which the Triton kernel refuses
+    (K stride not 1); forcing ``rms_norm_gemm`` to Triton leaves the norm and the merged GEMM, with the reason."""
+    w, g = _weights()
+
+    def fn(x, r):
+        y = _rms(x + r, g)
+        return y @ w[0].t().contiguous(), y @ w[1].t().contiguous()
+
+    x, r = _xr(3, H)
+    out, seen = run(fn, x, r, options={**ON, "providers": {"rms_norm_gemm": "triton"}})
+    (c,) = seen
+    assert NG not in c.after and c.after[MERGED] == 1 and c.after[FUSED] == 1
+    (why,) = _misses(c)
+    assert "triton: a weight is not contiguous along K" in why
+    _same(out, fn, x, r)
+
+
 def test_norms_the_pass_does_not_see_are_left_silently():
     """A norm over dim 0 (not an RMSNorm of the rms_norm pass) and a 1-D norm output unsqueezed to (1, K) (not a
     reshape): the merged GEMM stays, no near-miss from norm_gemm."""
@@ -210,6 +228,47 @@ def test_norms_the_pass_does_not_see_are_left_silently():
         (c,) = seen
         assert NG not in c.after and c.after[MERGED] == 1 and not _misses(c)
         _same(out, fn, x, r)
+
+
+def test_a_residual_broadcast_over_rows_folds_the_plain_norm():
+    """``x + r[0]`` (a (K,) residual broadcast over M rows) is no fused add (s has x's shape, r does not): the
+    add stays, the plain RMSNorm of its result folds."""
+    w, g = _weights()
+
+    def fn(x, r):
+        s = x + r[0]
+        y = _rms(s, g)
+        return F.linear(y, w[0]), F.linear(y, w[1]), s
+
+    x, r = _xr(3, H)
+    out, seen = run(fn, x, r)
+    (c,) = seen
+    assert c.after[NG] == 1 and c.after["aten.add.Tensor"] == 1 and FUSED not in c.after
+    (m,) = [m for m in c.report.matches if m.pass_name == "norm_gemm"]
+    assert m.note.startswith("RMSNorm -> 2 GEMMs")
+    _same(out, fn, x, r)
+
+
+def test_an_in_place_residual_update_folds_and_writes_the_buffer():
+    """vLLM's ``residual += x`` before the norm (functionalized: the sum, then a copy_ into the input): the fold
+    returns s, the copy_ still writes it; outputs and the mutated residual equal eager's."""
+    w, g = _weights()
+
+    def fn(x, r):
+        r.add_(x)
+        y = _rms(r, g)
+        return F.linear(y, w[0]), F.linear(y, w[1])
+
+    x, r = _xr(3, H)
+    r_eager = r.clone()
+    out, seen = run(fn, x, r)
+    (c,) = seen
+    assert c.after[NG] == 1 and c.after["aten.copy_.default"] == 1 and FUSED not in c.after
+    with torch.no_grad():
+        eager = fn(x, r_eager)
+    for o, e in zip(out, eager, strict=True):
+        torch.testing.assert_close(o, e)
+    assert torch.equal(r, r_eager)
 
 
 # ----------------------------------------------------------------------------------------------- folds that held
