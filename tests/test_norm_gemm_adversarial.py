@@ -378,6 +378,25 @@ def test_two_norms_and_a_norm_of_folded_outputs():
     _same(out, fn, x, r)
 
 
+def test_two_layers_the_first_folds_sum_is_the_second_residual():
+    """A pre-norm decoder's two layers: the first fold's ``s`` is the residual of the second fused add, whose
+    input is the product of the first fold's outputs; both fold, the second ``s`` is returned."""
+    w, g = _weights(ns=(16, 16, 16, 16))
+
+    def fn(x, r):
+        s1 = x + r
+        y1 = _rms(s1, g)
+        s2 = F.linear(y1, w[0]) * F.linear(y1, w[1]) + s1
+        y2 = _rms(s2, g)
+        return F.linear(y2, w[2]), F.linear(y2, w[3]), s2
+
+    x, r = _xr(3, H)
+    out, seen = run(fn, x, r)
+    (c,) = seen
+    assert c.after[NG] == 2 and MERGED not in c.after and FUSED not in c.after and not _misses(c)
+    _same(out, fn, x, r)
+
+
 def test_triton_providers_through_the_pass():
     """The Triton provider (interpreter): on CPU its default config is a dot tile, so the norm kernel then the
     merged GEMM (two launches) serve the folded op; matches the reference-provider fold within the contract."""
@@ -528,3 +547,27 @@ def test_a_config_whose_block_m_does_not_cover_m_raises():
         ng.rms_norm_gemm(x, r, g, 1e-6, 0.0, ws, bs, config=small)
     with pytest.raises(ValueError, match="BLOCK_M"):
         gm.merged_gemm(x, ws, bs, config=small)
+
+
+@pytest.mark.parametrize("dtype,gdt,res,offset", [
+    (torch.bfloat16, torch.float64, True, 1.0), (torch.float16, torch.float32, True, 0.0),
+    (torch.float32, torch.bfloat16, False, 1.0), (torch.bfloat16, None, False, 0.0)])
+def test_triton_prologue_normalises_to_the_norm_kernels_bits(dtype, gdt, res, offset):
+    """The one-launch path's claim: its GEMM reads the activation the RMSNorm kernel would have written. With an
+    identity weight (each output one product y * 1, float32-accumulated, rounded once to the dtype) the output
+    *is* the prologue's y: bitwise the Triton RMSNorm kernel's (and s bitwise its sum); K = 12 (masked K), M = 3,
+    a second weight of 4 rows and a norm weight of another dtype."""
+    from rocm_inductor.providers.triton import norm_gemm as ng
+    from rocm_inductor.providers.triton import rms_norm as rms
+
+    k = 12
+    x, r, g, ws, bs = _op_args(3, k, dtype, ns=(4,), res=res, gw=gdt is not None)
+    g = None if g is None else (torch.rand(k) + 0.5).to(gdt)
+    eye = torch.eye(k, dtype=dtype)
+    outs = ng.rms_norm_gemm(x, r, g, 1e-6, offset, [eye, ws[0]], [None, None], config=_full_k(3, k))
+    if res:
+        y, s = rms.fused_add_rms_norm(x, r, g, 1e-6, offset)
+        assert torch.equal(outs[-1], s)
+    else:
+        y = rms.rms_norm(x, g, 1e-6, offset)
+    assert torch.equal(outs[0], y)
