@@ -13,6 +13,7 @@ Left alone, each a near-miss with its reason:
 - a reshape that does not keep K as the last dim (not the flattening the projections do);
 - an input of the norm or the GEMMs computed after a reader of ``s`` that precedes the GEMM (folding would
   reorder);
+- a weight or bias of the GEMMs that is ``y`` itself (or its (M, K) view: ``F.linear(y, y)``) or ``s``;
 - what the provider refuses (the Triton provider, on a GPU: a shape or M without a measured prologue tile that beat
   the two launches, ``providers/triton/norm_gemm_tuned.json``: the fold is a speed choice).
 Left alone silently: a merged GEMM whose activation is not a norm's output (o_proj, down_proj).
@@ -98,10 +99,16 @@ class NormGemmPass:
         if readers:
             return miss("the normalised activation is also read by " + ", ".join(sorted(u.name for u in readers))
                         + " (the prologue keeps it in registers and never stores it)")
+        s_get = [u for u in norm.users if u.target is operator.getitem and u.args[1] == 1] if fused else []
+        own = {norm, y, *chain, *s_get}
+        if any(n in own for n in [*weights, *biases]):
+            # y (or its (M, K) view) / s as a weight or bias: y's only reader is then the GEMM itself, and s is
+            # defined before it, so the checks above and below pass; the op would read its own result.
+            return miss("a weight or bias of the GEMMs is the norm's own output (the op would read what it "
+                        "computes)")
         xv, yv = _val(x), _val(y)
         if xv is None or yv is None or xv.ndim != 2 or str(xv.shape[-1]) != str(yv.shape[-1]):
             return miss("the GEMM reads the norm's output reshaped to another last dim than K")
-        s_get = [u for u in norm.users if u.target is operator.getitem and u.args[1] == 1] if fused else []
         order = {n: i for i, n in enumerate(graph.nodes)}
         at = min([order[gemm]] + [order[u] for g in s_get for u in g.users])
         inputs = [n for n in [nx, res, nw, *weights, *biases] if isinstance(n, Node)]

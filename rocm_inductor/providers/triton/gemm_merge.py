@@ -898,7 +898,7 @@ def launch(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tens
     """Run ``cfg`` once (no checks beyond shapes; :func:`merged_gemm` validates). Returns the outputs.
 
     ``norm``: x is the input of that RMSNorm and the GEMM reads its output (one launch; ``cfg`` must pass
-    :func:`prologue_fits`, else ValueError)."""
+    :func:`prologue_fits`, else ValueError). ValueError too where ``cfg.block_m < M`` (one M block)."""
     m, k = x.shape
     ns = [w.shape[0] for w in weights]
     if outs is None:
@@ -923,6 +923,8 @@ def launch(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tens
     sw = pad([w.stride(0) for w in weights], weights[0].stride(0))
     hb = pad([b is not None for b in biases], False)
     split = cfg.split_k
+    if cfg.block_m < m:  # one program per column block covers every row: rows past BLOCK_M would stay unwritten
+        raise ValueError(f"config BLOCK_M {cfg.block_m} < M {m}: the kernel's grid has no M dimension")
     if cfg.full and not cfg.dot and cfg.block_k * split < k:
         raise ValueError(f"full-K GEMV tile needs BLOCK_K * SPLIT_K >= K, got {cfg.block_k} * {split} < {k}")
     if norm is not None and not prologue_fits(cfg, k):
