@@ -24,12 +24,13 @@ def _full_k(m: int, k: int, block_n: int = 4):
     return gm.Config(m, block_n, 1 << (k - 1).bit_length(), 1, 4, 1, False, False, True, True)
 
 
-def _inputs(m, k, ns, dtype, residual=True, weight=True, bias=False, seed=0):
+def _inputs(m, k, ns, dtype, residual=True, weight=True, bias=False, seed=0, scale=0.05):
+    """x, residual (or None), norm weight (or None), weights (N_i, K) x ``scale``, biases on every other weight."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(m, k, generator=g).to(dtype)
     r = torch.randn(m, k, generator=g).to(dtype) if residual else None
     gw = (torch.rand(k, generator=g) + 0.5).to(dtype) if weight else None
-    ws = [(torch.randn(n, k, generator=g) * 0.05).to(dtype) for n in ns]
+    ws = [(torch.randn(n, k, generator=g) * scale).to(dtype) for n in ns]
     bs = [torch.randn(n, generator=g).to(dtype) if bias and i % 2 == 0 else None for i, n in enumerate(ns)]
     return x, r, gw, ws, bs
 

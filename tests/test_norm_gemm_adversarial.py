@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from graph_utils import assert_contract, compile_run
+from test_norm_gemm import _inputs
 
 NG, MERGED = "rocm_fused.rms_norm_gemm.default", "rocm_fused.merged_gemm.default"
 NORM, FUSED = "rocm_fused.rms_norm.default", "rocm_fused.fused_add_rms_norm.default"
@@ -431,13 +432,7 @@ def test_triton_providers_through_the_pass():
 
 
 def _op_args(m=3, k=H, dtype=torch.bfloat16, ns=(8, 5, 3), res=True, gw=True, bias=False, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(m, k, generator=gen).to(dtype)
-    r = torch.randn(m, k, generator=gen).to(dtype) if res else None
-    g = (torch.rand(k, generator=gen) + 0.5).to(dtype) if gw else None
-    ws = [(torch.randn(n, k, generator=gen) * 0.3).to(dtype) for n in ns]
-    bs = [torch.randn(n, generator=gen).to(dtype) if bias and i % 2 == 0 else None for i, n in enumerate(ns)]
-    return x, r, g, ws, bs
+    return _inputs(m, k, ns, dtype, res, gw, bias, seed, scale=0.3)
 
 
 def _bad_inputs():
