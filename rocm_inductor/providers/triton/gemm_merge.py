@@ -61,6 +61,12 @@ PDL form (``PDL`` constexpr, module switch :data:`PDL`, off): programmatic depen
 (``launch_pdl=True``; ``gdc_launch_dependents()`` first, the full-K tile's weight loads before ``gdc_wait()``,
 x after it). Measured slower in a decode step (see :data:`PDL`), so not used by default.
 
+RMSNorm prologue (``NORM`` constexpr, :class:`NormPrologue`, with the full-K tile and no K split:
+:func:`prologue_fits`): x is the input of an RMSNorm (plus a residual) whose output the GEMM reads; every program
+normalises whole rows itself (:func:`_norm_row`, the RMSNorm kernels' math) while its weight loads are in flight,
+and the program of column block 0 stores the residual sum. Used by ``rocm_fused::rms_norm_gemm``
+(``providers/triton/norm_gemm.py``, which holds the measured prologue tiles and the numbers).
+
 Measured table: ``benchmarks/sweep_decode_gemm.py`` times :func:`sweep_configs` per shape and M and writes
 the fastest to ``gemm_merge_tuned.json`` (with ours vs separate cuBLAS); :func:`pick_config` uses it first
 (the smallest measured M >= m), and :func:`check` refuses merges the table says lose (:func:`measured_loss`).
