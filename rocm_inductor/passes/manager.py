@@ -3,8 +3,8 @@
 Order: canonicalize -> each enabled rewrite pass -> dead-code elimination. It owns the fail-safe (a pass
 that raises logs a warning and the graph is restored to what Inductor gave us; ``strict=True`` re-raises),
 the report of each graph, the before/after graph dumps that depyf picks up, and the cache ``uuid()``: a
-hash of every pass/op/provider source file, the options, the platform and the provider versions, so that
-Inductor's FX graph cache stays on and stays correct.
+hash of every pass/op/provider source file and measured table, the options, the platform and the provider
+versions, so that Inductor's FX graph cache stays on and stays correct.
 """
 
 from __future__ import annotations
@@ -143,6 +143,12 @@ def _dump(graph: Graph, title: str) -> None:
         log.debug("rocm_fused: graph dump %r failed: %s", title, e)
 
 
+def source_files() -> list[pathlib.Path]:
+    """Every file whose content can change what our passes emit: the package's sources and its measured tables
+    (``*.json``: ``gemm_merge_tuned.json``, ``norm_gemm_tuned.json`` decide which rewrites are taken), sorted."""
+    return sorted([*_PKG.rglob("*.py"), *_PKG.rglob("*.json")])
+
+
 class PassManager(CustomGraphPass):
     """Runs our passes on each post-grad graph (see module docstring).
 
@@ -235,7 +241,7 @@ class PassManager(CustomGraphPass):
             if user is None:
                 return None
             h.update(repr(user).encode())
-        for path in sorted(_PKG.rglob("*.py")):
+        for path in source_files():
             h.update(str(path.relative_to(_PKG)).encode())
             h.update(path.read_bytes())
         h.update(self.options.key().encode())
