@@ -89,3 +89,16 @@ def test_ipdl_pair_tiny_cpu(tmp_path):
     assert cases.count("b2b") == 2 and "norm alone" in cases and "pair" in cases
     if bench.inductor_has_pdl():
         assert cases.count("pair") == 4 and "bitwise equal to PDL off: True" in rows[0]["note"]
+
+
+@pytest.mark.parametrize("config,norm_gemm", [("rocm_fused_all", False), ("rocm_fused_all_norm_gemm", True)])
+def test_all_configs_differ_only_by_the_norm_gemm_fold(config, norm_gemm, monkeypatch):
+    """``rocm_fused_all`` is the baseline of ``rocm_fused_all_norm_gemm``: with norm_gemm on by default on CUDA
+    (policy.PASS_DEFAULTS) the baseline must switch it off by name, or the two configs compile the same step."""
+    import torch
+
+    bench = load_bench("bench_decode_gemm.py")
+    seen = {}
+    monkeypatch.setattr(torch, "compile", lambda step, **kw: seen.update(kw))
+    bench.compile_step(config, None, cuda=True, tiny=True)
+    assert seen["options"]["passes"] == {"gemm_merge": True, "norm_gemm": norm_gemm}  # the rest: platform defaults
