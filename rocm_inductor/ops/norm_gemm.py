@@ -90,10 +90,12 @@ def norm_gemm_spec(x: Any, residual: Any, norm_weight: Any, offset: float, weigh
 
     Args:
         x: the norm's (..., K) fake input; residual: fake or None; norm_weight: fake (K,) or None;
+        offset: the norm's weight offset (0.0, or 1.0 for Gemma's ``1 + w``);
         weights / biases: fake (N_i, K) / (N_i,) or None; m_upper: as :func:`merged_gemm_spec`.
 
     Returns:
-        the union of :func:`norm_spec` and :func:`merged_gemm_spec` (module docstring).
+        the union of :func:`norm_spec` and :func:`merged_gemm_spec` (module docstring). Raises nothing: the
+        providers' ``check`` reads it and gives reasons.
     """
     spec = merged_gemm_spec(_rows_view(x), weights, biases, m_upper)
     spec.update(norm_spec(x, norm_weight, offset, residual is not None))

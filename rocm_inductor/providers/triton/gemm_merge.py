@@ -883,7 +883,9 @@ class NormPrologue:
     Attributes:
         residual: (M, K) with unit column stride, or None (plain RMSNorm); its sum with x is stored to ``s_out``.
         weight: (K,) norm weight of any float dtype, or None (weightless); eps, offset: as ``rocm_fused::rms_norm``.
-        s_out: (M, K) contiguous tensor of x's dtype for ``x + residual`` (None without a residual).
+        s_out: (M, K) contiguous tensor of x's dtype for ``x + residual`` (None without a residual). Not written
+            when M, an N or K is 0 (:func:`launch` returns before the kernel; ``norm_gemm.rms_norm_gemm`` takes the
+            two-launch path there).
     """
 
     residual: torch.Tensor | None

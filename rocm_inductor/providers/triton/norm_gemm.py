@@ -6,11 +6,11 @@ row each rounded once, RTNE) and the merged GEMM's (``gemm_merge``: float32 accu
 
 One launch where the config (the measured prologue tile of :data:`TABLE_PATH`, else the GEMM's own pick, as
 ``merged_gemm`` makes it) is the full-K GEMV tile without a K split (:func:`gemm_merge.prologue_fits`; the
-decode M = 1-2 picks): every program loads whole rows
-of x (and the residual) next to its weight tile, normalises them itself (K elements per row from L2: 4 KB at
-Llama-3.2-1B's K = 2048, against the program's 8 KB of weights), and the program of column block 0 stores the
-sum ``s``. Otherwise (dot tiles from M = 4, split-K tiles) two launches: the RMSNorm kernel, then the merged
-GEMM, which is what the unfolded graph ran.
+decode M = 1-2 picks): every program loads whole rows of x (and the residual) next to its weight tile,
+normalises them itself (K elements per row from L2: 4 KB at Llama-3.2-1B's K = 2048, against the program's
+16 KB of weights at the measured BLOCK_N 4), and the program of column block 0 stores the sum ``s``. Otherwise
+(dot tiles from M = 4, split-K tiles) two launches: the RMSNorm kernel, then the merged GEMM, which is what the
+unfolded graph ran.
 
 Why: at decode the norm before q/k/v, gate/up and lm_head is a latency-bound launch (~1.8 us in a CUDA graph
 on the H200 for (1, 2048) bf16, ``benchmarks/results/decode_gemm_ipdl.md``), next to a GEMM whose weights
@@ -35,6 +35,8 @@ from . import rms_norm as rms
 #: prologue: 6.54-6.68), gate/up 18.65 vs 19.00; Qwen3-0.6B q/k/v 4.91 vs 5.81, gate/up 6.05 vs 6.63.
 TABLE_PATH = os.path.join(os.path.dirname(__file__), "norm_gemm_tuned.json")
 _TABLE: list[dict] | None = None
+#: (M, K, Ns, dtype, device) -> the prologue tile :func:`rms_norm_gemm` found for it (None: none measured).
+_PICKED: dict[tuple, gm.Config | None] = {}
 
 
 def prologue_table() -> list[dict]:
@@ -51,8 +53,16 @@ def prologue_table() -> list[dict]:
 
 
 def prologue_config(m: int, k: int, ns: tuple[int, ...], dtype: torch.dtype, device: str | None) -> gm.Config | None:
-    """The measured prologue tile for the smallest measured M >= ``m`` on ``device`` (its BLOCK_M covers
-    ``m``), where it beat the two launches; else None (the GEMM's own config is used)."""
+    """The measured prologue tile of the smallest measured M >= ``m`` on ``device``, where it beat the two launches.
+
+    Args:
+        m: rows (tokens); k: the norm's width = the GEMMs' K; ns: the GEMMs' N; dtype: x's torch dtype;
+        device: ``torch.cuda.get_device_name`` of the GPU (None: no GPU, no entry).
+
+    Returns:
+        a :class:`gemm_merge.Config` whose BLOCK_M covers ``m`` and which takes the prologue, else None (the caller
+        uses the GEMM's own config).
+    """
     dt = str(dtype).replace("torch.", "")
     rows = sorted((e for e in prologue_table() if e.get("device") == device and e.get("k") == k
                    and tuple(e.get("ns", ())) == tuple(ns) and e.get("dtype") == dt and e["m"] >= m),
@@ -107,8 +117,8 @@ def rms_norm_gemm(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: t
         ValueError: what ``rms_norm.fused_add_rms_norm`` or ``gemm_merge.merged_gemm`` refuse (dtypes, M > 32,
             mismatched shapes).
     """
+    rms._validate(x, norm_weight)  # before reading x.shape[-1]: a 0-d x raises ValueError, not IndexError
     k = x.shape[-1]
-    rms._validate(x, norm_weight)
     if residual is not None and (residual.shape != x.shape or residual.dtype != x.dtype
                                  or residual.device != x.device):
         raise ValueError(f"residual {tuple(residual.shape)} {residual.dtype} on {residual.device} != input "
@@ -118,7 +128,10 @@ def rms_norm_gemm(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: t
     weights, biases = gm.validated(x2, weights, biases)
     cfg = config
     if cfg is None and x.is_cuda and not gm._interpreting():
-        cfg = prologue_config(m, k, tuple(w.shape[0] for w in weights), x.dtype, gm._device_name())
+        key = (m, k, tuple(w.shape[0] for w in weights), x.dtype, str(x.device))
+        if key not in _PICKED:  # one table scan per shape and process (calls outside CUDA graphs pay it each time)
+            _PICKED[key] = prologue_config(m, k, key[2], x.dtype, gm._device_name())
+        cfg = _PICKED[key]
     cfg = cfg or gm.pick_config(x2, weights, biases)
     if m > 0 and all(w.shape[0] > 0 for w in weights) and gm.prologue_fits(cfg, k) and m <= cfg.block_m:
         s = None if residual is None else torch.empty(x.shape, dtype=x.dtype, device=x.device)
