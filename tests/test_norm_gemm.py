@@ -95,7 +95,18 @@ def test_op_validates_its_inputs():
     assert len(outs) == 1 and outs[0].shape == (2, 8)
 
 
-def test_prologue_table_lookup(monkeypatch):
+def _use_table(tmp_path, monkeypatch, entries):
+    """Point the prologue table at a file of ``entries`` (read once per path by ``gemm_merge.load_table``)."""
+    import json
+
+    from rocm_inductor.providers.triton import norm_gemm as ng
+
+    path = tmp_path / "norm_gemm_tuned.json"
+    path.write_text(json.dumps({"entries": entries}))
+    monkeypatch.setattr(ng, "TABLE_PATH", str(path))
+
+
+def test_prologue_table_lookup(tmp_path, monkeypatch):
     from rocm_inductor.providers.triton import norm_gemm as ng
 
     cfg = {"block_m": 1, "block_n": 4, "block_k": 2048, "split_k": 1, "num_warps": 4, "num_stages": 1, "dot": False,
@@ -104,7 +115,7 @@ def test_prologue_table_lookup(monkeypatch):
              "fused_us": 6.1, "pair_us": 6.8},
             {"device": "GPU", "m": 1, "k": 2048, "ns": [8192, 8192], "dtype": "bfloat16", "config": cfg,
              "fused_us": 19.1, "pair_us": 19.0}]
-    monkeypatch.setattr(ng, "_TABLE", rows)
+    _use_table(tmp_path, monkeypatch, rows)
     assert ng.prologue_config(1, 2048, (2048, 512, 512), torch.bfloat16, "GPU").block_n == 4
     assert ng.prologue_config(1, 2048, (8192, 8192), torch.bfloat16, "GPU") is None  # measured slower: not taken
     assert ng.prologue_config(2, 2048, (2048, 512, 512), torch.bfloat16, "GPU") is None  # BLOCK_M 1 < 2 rows
@@ -177,14 +188,14 @@ def test_pass_is_off_unless_asked():
     assert c.after.get(FOLD, 0) == 0 and c.after[MERGED] == 2
 
 
-def test_gpu_check_takes_only_measured_prologue_tiles(monkeypatch):
+def test_gpu_check_takes_only_measured_prologue_tiles(tmp_path, monkeypatch):
     """On a GPU the fold is a speed choice: refused (with the reason) where no measured tile won."""
     from rocm_inductor.ops.norm_gemm import norm_gemm_spec
     from rocm_inductor.providers.triton import norm_gemm as ng
 
     cfg = {"block_m": 1, "block_n": 4, "block_k": 2048, "split_k": 1, "num_warps": 4, "num_stages": 1, "dot": False,
            "late": False, "full": True, "evict": True}
-    monkeypatch.setattr(ng, "_TABLE", [{"device": "GPU", "m": 1, "k": 2048, "ns": [64, 32], "dtype": "bfloat16",
+    _use_table(tmp_path, monkeypatch, [{"device": "GPU", "m": 1, "k": 2048, "ns": [64, 32], "dtype": "bfloat16",
                                         "config": cfg, "fused_us": 6.1, "pair_us": 6.8}])
     monkeypatch.setattr(ng.gm, "_interpreting", lambda: False)
     monkeypatch.setattr(ng.gm, "check", lambda spec: None)  # the merged GEMM's own table is not under test here

@@ -388,13 +388,15 @@ def _device_name() -> str | None:
         return None
 
 
-def table_entries(k: int, ns: tuple[int, ...], dtype: torch.dtype, device: str | None = None) -> list[dict]:
-    """Entries for this device, K, Ns and dtype, sorted by M."""
+def table_entries(k: int, ns: tuple[int, ...], dtype: torch.dtype, device: str | None = None,
+                  path: str | None = None) -> list[dict]:
+    """Entries for this device, K, Ns and dtype, sorted by M, of the table at ``path`` (:func:`load_table`'s
+    default: this GEMM's; ``norm_gemm`` passes its prologue table)."""
     device = device or _device_name()
     if device is None:
         return []
     dt = str(dtype).replace("torch.", "")
-    return sorted((e for e in load_table() if e.get("device") == device and e.get("k") == k
+    return sorted((e for e in load_table(path) if e.get("device") == device and e.get("k") == k
                    and tuple(e.get("ns", ())) == tuple(ns) and e.get("dtype") == dt), key=lambda e: e["m"])
 
 

@@ -19,7 +19,6 @@ stream in ~3 us: the fixed cost of the second launch is most of what separates q
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -34,42 +33,28 @@ from . import rms_norm as rms
 #: Llama-3.2-1B q/k/v 6.14 vs 6.80 us (BLOCK_N 4, 4 warps; the GEMM's pick BLOCK_N 2 x 8 warps with the
 #: prologue: 6.54-6.68), gate/up 18.65 vs 19.00; Qwen3-0.6B q/k/v 4.91 vs 5.81, gate/up 6.05 vs 6.63.
 TABLE_PATH = os.path.join(os.path.dirname(__file__), "norm_gemm_tuned.json")
-_TABLE: list[dict] | None = None
-#: (M, K, Ns, dtype, device) -> the prologue tile :func:`rms_norm_gemm` found for it (None: none measured).
+#: (M, K, Ns, dtype, device) -> the prologue tile :func:`pick_config` found for it (None: none measured).
 _PICKED: dict[tuple, gm.Config | None] = {}
-
-
-def prologue_table() -> list[dict]:
-    """Entries of :data:`TABLE_PATH` (empty when absent or unreadable): ``device``, ``m``, ``k``, ``ns``,
-    ``dtype``, ``config`` (``gemm_merge.Config`` fields), ``fused_us``, ``pair_us``."""
-    global _TABLE
-    if _TABLE is None:
-        try:
-            with open(TABLE_PATH) as f:
-                _TABLE = list(json.load(f).get("entries", []))
-        except (OSError, ValueError):
-            _TABLE = []
-    return _TABLE
 
 
 def prologue_config(m: int, k: int, ns: tuple[int, ...], dtype: torch.dtype, device: str | None) -> gm.Config | None:
     """The measured prologue tile of the smallest measured M >= ``m`` on ``device``, where it beat the two launches.
 
+    The table (:data:`TABLE_PATH`, read by ``gemm_merge.load_table``) has the GEMM table's fields, with
+    ``fused_us`` (one launch) and ``pair_us`` (our norm kernel + the GEMM) for the times.
+
     Args:
         m: rows (tokens); k: the norm's width = the GEMMs' K; ns: the GEMMs' N; dtype: x's torch dtype;
-        device: ``torch.cuda.get_device_name`` of the GPU (None: no GPU, no entry).
+        device: ``torch.cuda.get_device_name`` of the GPU (None: the current one; no GPU, no entry).
 
     Returns:
         a :class:`gemm_merge.Config` whose BLOCK_M covers ``m`` and which takes the prologue, else None (the caller
         uses the GEMM's own config).
     """
-    dt = str(dtype).replace("torch.", "")
-    rows = sorted((e for e in prologue_table() if e.get("device") == device and e.get("k") == k
-                   and tuple(e.get("ns", ())) == tuple(ns) and e.get("dtype") == dt and e["m"] >= m),
-                  key=lambda e: e["m"])
-    if not rows or rows[0]["fused_us"] >= rows[0]["pair_us"]:
+    row = next((e for e in gm.table_entries(k, ns, dtype, device, TABLE_PATH) if e["m"] >= m), None)
+    if row is None or row["fused_us"] >= row["pair_us"]:
         return None
-    cfg = gm.Config(**rows[0]["config"])
+    cfg = gm.Config(**row["config"])
     return cfg if cfg.block_m >= m and gm.prologue_fits(cfg, k) else None
 
 
