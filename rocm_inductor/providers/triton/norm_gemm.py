@@ -102,12 +102,8 @@ def rms_norm_gemm(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: t
         ValueError: what ``rms_norm.fused_add_rms_norm`` or ``gemm_merge.merged_gemm`` refuse (dtypes, M > 32,
             mismatched shapes).
     """
-    rms._validate(x, norm_weight)  # before reading x.shape[-1]: a 0-d x raises ValueError, not IndexError
+    rms._validate(x, norm_weight, residual)  # before reading x.shape[-1]: a 0-d x raises ValueError, not IndexError
     k = x.shape[-1]
-    if residual is not None and (residual.shape != x.shape or residual.dtype != x.dtype
-                                 or residual.device != x.device):
-        raise ValueError(f"residual {tuple(residual.shape)} {residual.dtype} on {residual.device} != input "
-                         f"{tuple(x.shape)} {x.dtype} on {x.device}")
     x2 = rms._rows(x, k)
     m = x2.shape[0]
     weights, biases = gm.validated(x2, weights, biases)

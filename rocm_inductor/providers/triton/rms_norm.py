@@ -197,7 +197,13 @@ def _rows(t: torch.Tensor, hidden: int) -> torch.Tensor:
     return t2
 
 
-def _validate(x: torch.Tensor, weight: torch.Tensor | None) -> None:
+def _validate(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.Tensor | None = None) -> None:
+    """ValueError for what the kernels refuse (:func:`check`), a weight of the wrong shape or device, or a residual
+    of another shape, dtype or device than ``x``."""
+    if residual is not None and (residual.shape != x.shape or residual.dtype != x.dtype
+                                 or residual.device != x.device):
+        raise ValueError(f"residual {tuple(residual.shape)} {dtype_name(residual.dtype)} on {residual.device} "
+                         f"!= input {tuple(x.shape)} {dtype_name(x.dtype)} on {x.device}")
     spec = {"dtype": x.dtype, "weight_dtype": None if weight is None else weight.dtype,
             "hidden": x.shape[-1] if x.dim() else None, "ndim": x.dim()}
     reason = check(spec)
@@ -276,10 +282,7 @@ def fused_add_rms_norm(
     Raises:
         ValueError: as :func:`rms_norm`, or ``residual`` of another shape, dtype or device.
     """
-    _validate(x, weight)
-    if residual.shape != x.shape or residual.dtype != x.dtype or residual.device != x.device:
-        raise ValueError(f"residual {tuple(residual.shape)} {dtype_name(residual.dtype)} on {residual.device} "
-                         f"!= input {tuple(x.shape)} {dtype_name(x.dtype)} on {x.device}")
+    _validate(x, weight, residual)
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     s = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if x.numel() == 0:
