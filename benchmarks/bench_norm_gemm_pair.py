@@ -35,7 +35,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(1, str(pathlib.Path(__file__).resolve().parents[1]))
-from bench_decode_gemm import SHAPES, TINY_SHAPES, _copies, _time_rotating  # noqa: E402
+from bench_decode_gemm import SHAPES, TINY_SHAPES, _cfg_str, _copies, _time_rotating  # noqa: E402
 from bench_pdl_gemm import _norm  # noqa: E402
 from timing import copy_bandwidth_gbs, versions, write_results  # noqa: E402
 
@@ -62,8 +62,9 @@ def bucket(add, model, group, m, k, ns, sets, gw, cuda, bw, tiles=False) -> None
     nob = [None] * len(ns)
     h = torch.randn(m, k, device=dev, dtype=dtype)
     r = torch.randn(m, k, device=dev, dtype=dtype)
-    cfg = tg.pick_config(h, sets[0], nob)
-    fits = tg.prologue_fits(cfg, k) and m <= cfg.block_m
+    cfg = tg.pick_config(h, sets[0], nob)  # the GEMM's own (the "gemm alone" row)
+    fcfg = tng.pick_config(h, sets[0], nob)  # what the fused op runs
+    fits = tg.prologue_fits(fcfg, k) and m <= fcfg.block_m
     floor = (nbytes + (2 * m * k + m * sum(ns)) * torch.finfo(dtype).bits // 8) / (bw * 1e3)
     ind = torch.compile(_norm, dynamic=False)
     ind(h, r, gw)
@@ -96,7 +97,7 @@ def bucket(add, model, group, m, k, ns, sets, gw, cuda, bw, tiles=False) -> None
     fu = _time_rotating([lambda ws=ws: tng.rms_norm_gemm(h, r, gw, EPS, 0.0, ws, nob) for ws in sets],
                         cuda)
     add(model, group, m, "fused", fu,
-        f"{'one launch' if fits else 'two launches (config takes no prologue)'}; share vs our norm "
+        f"{'one launch' if fits else 'two launches (config takes no prologue)'} ({_cfg_str(fcfg)}); share vs our norm "
         f"{fu - alone['ours']:.3f} ({(fu - alone['ours']) / floor:.2f}x floor), vs Inductor's "
         f"{fu - alone['inductor']:.3f} ({(fu - alone['inductor']) / floor:.2f}x); saves "
         f"{po - fu:.3f} vs pair ours, {pi - fu:.3f} vs pair inductor")

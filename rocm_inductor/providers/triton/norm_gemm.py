@@ -58,6 +58,20 @@ def prologue_config(m: int, k: int, ns: tuple[int, ...], dtype: torch.dtype, dev
     return cfg if cfg.block_m >= m and gm.prologue_fits(cfg, k) else None
 
 
+def pick_config(x2: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor | None]) -> gm.Config:
+    """The config :func:`rms_norm_gemm` runs for (M, K) rows ``x2``: on a GPU the measured prologue tile
+    (:func:`prologue_config`, looked up once per shape and process), else the GEMM's own
+    (``gemm_merge.pick_config``; it takes the prologue only if :func:`gemm_merge.prologue_fits`)."""
+    m, k = x2.shape
+    cfg = None
+    if x2.is_cuda and not gm._interpreting():
+        key = (m, k, tuple(w.shape[0] for w in weights), x2.dtype, str(x2.device))
+        if key not in _PICKED:
+            _PICKED[key] = prologue_config(m, k, key[2], x2.dtype, gm._device_name())
+        cfg = _PICKED[key]
+    return cfg or gm.pick_config(x2, weights, biases)
+
+
 def check(spec: dict[str, Any], device: str | None = None) -> str | None:
     """Compile-time limits: those of the RMSNorm kernels and of the merged GEMM (both paths must run), and on a
     GPU a measured prologue tile (:func:`prologue_config`) for this static M, K, Ns and dtype: a fold is a speed
@@ -107,13 +121,7 @@ def rms_norm_gemm(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: t
     x2 = rms._rows(x, k)
     m = x2.shape[0]
     weights, biases = gm.validated(x2, weights, biases)
-    cfg = config
-    if cfg is None and x.is_cuda and not gm._interpreting():
-        key = (m, k, tuple(w.shape[0] for w in weights), x.dtype, str(x.device))
-        if key not in _PICKED:  # one table scan per shape and process (calls outside CUDA graphs pay it each time)
-            _PICKED[key] = prologue_config(m, k, key[2], x.dtype, gm._device_name())
-        cfg = _PICKED[key]
-    cfg = cfg or gm.pick_config(x2, weights, biases)
+    cfg = config or pick_config(x2, weights, biases)
     if m > 0 and all(w.shape[0] > 0 for w in weights) and gm.prologue_fits(cfg, k) and m <= cfg.block_m:
         s = None if residual is None else torch.empty(x.shape, dtype=x.dtype, device=x.device)
         norm = gm.NormPrologue(None if residual is None else rms._rows(residual, k),
