@@ -36,7 +36,7 @@ import torch  # noqa: E402
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(1, str(pathlib.Path(__file__).resolve().parents[1]))
 from bench_decode_gemm import SHAPES, TINY_SHAPES, _cfg_str, _copies, _time_rotating  # noqa: E402
-from bench_pdl_gemm import _norm  # noqa: E402
+from bench_pdl_gemm import _norm, parse_pair_args  # noqa: E402
 from timing import copy_bandwidth_gbs, versions, write_results  # noqa: E402
 
 #: calls per captured graph (and at most this many weight copies).
@@ -120,19 +120,12 @@ def bucket(add, model, group, m, k, ns, sets, gw, cuda, bw, tiles=False) -> None
 def main(argv=None) -> int:
     """Run the measurements; returns the process exit code."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--tiny", action="store_true")
     p.add_argument("--models", default="llama,qwen3")
     p.add_argument("--groups", default="qkv,gate_up")
     p.add_argument("--buckets", default="1")
     p.add_argument("--tiles", action="store_true", help="also every full-K GEMV tile with the prologue (M <= 8)")
-    p.add_argument("--out", default="benchmarks/results")
-    args = p.parse_args(argv)
-    cuda = args.device == "cuda"
-    if not cuda:
-        os.environ.setdefault("TRITON_INTERPRET", "1")
-    dev = "cuda" if cuda else "cpu"
-    dtype = torch.bfloat16 if cuda else torch.float32
+    args, dev, dtype, _, _ = parse_pair_args(p, argv)  # --device / --tiny / --out; its own (K, N) shape unused
+    cuda = dev == "cuda"
     t0 = time.perf_counter()
     bw = copy_bandwidth_gbs() if cuda else 1.0
     print(f"{versions()}; copy bandwidth {bw:.0f} GB/s", flush=True)
