@@ -167,6 +167,12 @@ def _chunks(items: list, size: int) -> list[list]:
     return out
 
 
+def bucket_text(d: Any) -> str:
+    """``M=8`` for a static M, ``M=s0 (<= 32)`` for a bounded symbolic one (a ``gemm_buckets.Decision``): the
+    bucket as the match notes of this pass and of norm_gemm write it."""
+    return f"M={d.m}" + ("" if d.m == str(d.m_upper) else f" (<= {d.m_upper})")
+
+
 def _not_a_bucket(d: Any) -> str:
     """The near-miss text for M outside a decode bucket, with what would make it one."""
     why = d.reason.replace(": tuned", "")
@@ -403,7 +409,7 @@ class GemmMergePass:
             graph.erase_node(g.node)
         order.clear()  # the graph changed: positions for the next group
         order.update((n, i) for i, n in enumerate(graph.nodes))
-        m = f"M={decision.m}" + ("" if decision.m == str(decision.m_upper) else f" (<= {decision.m_upper})")
+        m = bucket_text(decision)
         shape = f"{decision.m}x{_val(x).shape[1]}->{ns}"
         ctx.matched(anchor, MatchRecord(
             self.name, "merged_gemm", choice.provider, shape, dtype_name(_val(x)), where,

@@ -35,7 +35,7 @@ from ..ops.norm_gemm import norm_gemm_spec
 from ..report import Match as MatchRecord
 from ..report import NearMiss, dtype_name, location_of
 from .canonicalize import insert_call
-from .gemm_merge import RESHAPES, _var_ranges
+from .gemm_merge import RESHAPES, _var_ranges, bucket_text
 from .manager import PassContext
 
 WHAT = "RMSNorm before merged GEMMs"
@@ -110,9 +110,10 @@ class NormGemmPass:
         if xv is None or yv is None or xv.ndim != 2 or str(xv.shape[-1]) != str(yv.shape[-1]):
             return miss("the GEMM reads the norm's output reshaped to another last dim than K")
         order = {n: i for i, n in enumerate(graph.nodes)}
-        at = min([order[gemm]] + [order[u] for g in s_get for u in g.users])
+        # the new op goes before the GEMM, or before an earlier reader of the sum
+        before = min([gemm, *(u for g in s_get for u in g.users)], key=order.__getitem__)
         inputs = [n for n in [nx, res, nw, *weights, *biases] if isinstance(n, Node)]
-        if any(order[n] >= at for n in inputs):
+        if any(order[n] >= order[before] for n in inputs):
             return miss("an input of the GEMMs is computed after the norm's sum is read: folding would reorder")
         d = decide("mm", xv.shape[0], ctx.options.aten_gemm_max_m, _var_ranges(xv))
         spec = norm_gemm_spec(_val(nx), _val(res), _val(nw), float(offset), [_val(w) for w in weights],
@@ -120,7 +121,6 @@ class NormGemmPass:
         choice = ctx.choose("rms_norm_gemm", spec)
         if choice.provider is None:
             return miss(choice.why_not)
-        before = next(n for n, i in order.items() if i == at)
         new = insert_call(graph, before, torch.ops.rocm_fused.rms_norm_gemm.default,
                           (nx, res, nw, eps, offset, weights, biases, choice.provider), like=gemm)
         for u in list(gemm.users):  # the merged GEMM's getitems
@@ -136,7 +136,6 @@ class NormGemmPass:
             graph.erase_node(y)
         if not norm.users:
             graph.erase_node(norm)
-        m = f"M={d.m}" + ("" if d.m == str(d.m_upper) else f" (<= {d.m_upper})")
         ctx.matched(anchor, MatchRecord(
             self.name, "rms_norm_gemm", choice.provider, f"{d.m}x{xv.shape[1]}->{ns}", dtype_name(xv), where,
-            note=f"{what} in one op, bucket {m}" + (f"; {choice.why_not}" if choice.reasons else "")))
+            note=f"{what} in one op, bucket {bucket_text(d)}" + (f"; {choice.why_not}" if choice.reasons else "")))
