@@ -19,9 +19,11 @@ OPTS = {"passes": {"gemm_merge": True, "norm_gemm": True}}
 
 
 def _full_k(m: int, k: int, block_n: int = 4):
+    """The full-K GEMV tile of the one-launch path: BLOCK_M the next power of two >= M, BLOCK_K the next >= K."""
     from rocm_inductor.providers.triton import gemm_merge as gm
 
-    return gm.Config(m, block_n, 1 << (k - 1).bit_length(), 1, 4, 1, False, False, True, True)
+    return gm.Config(1 << max(m - 1, 0).bit_length(), block_n, 1 << (k - 1).bit_length(), 1, 4, 1, False, False,
+                     True, True)
 
 
 def _inputs(m, k, ns, dtype, residual=True, weight=True, bias=False, seed=0, scale=0.05):

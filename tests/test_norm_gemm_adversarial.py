@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from graph_utils import assert_contract, compile_run
-from test_norm_gemm import _inputs
+from test_norm_gemm import _full_k, _inputs
 
 NG, MERGED = "rocm_fused.rms_norm_gemm.default", "rocm_fused.merged_gemm.default"
 NORM, FUSED = "rocm_fused.rms_norm.default", "rocm_fused.fused_add_rms_norm.default"
@@ -61,6 +61,19 @@ def _xr(*shape, dtype=torch.float32):
 # ------------------------------------------------------------------------------------------------------ bugs
 
 
+def _left_alone(fn, x, r, reason, options=None, fused=None):
+    """Compile ``fn`` with the fold on: one merged GEMM stays, no fold, exactly one near-miss whose reason has
+    ``reason``, outputs as eager's. ``fused``: the number of fused_add_rms_norm left too (unchecked when None)."""
+    out, seen = run(fn, x, r, options=options or ON)
+    (c,) = seen
+    assert NG not in c.after and c.after[MERGED] == 1
+    if fused is not None:
+        assert c.after[FUSED] == fused
+    (why,) = _misses(c)
+    assert reason in why
+    _same(out, fn, x, r)
+
+
 def _own_output_cases():
     w, g = _weights()
 
@@ -85,14 +98,7 @@ def test_a_weight_that_is_the_norms_own_output_is_a_near_miss_not_a_broken_graph
     check (``y``'s only reader *is* the GEMM; ``s`` is defined before the GEMM), so the fold built an op reading
     its own result: "Tried to erase Node getitem but it still had 1 users" (y), "used before it has been defined"
     (s) in a strict compile. Now a near-miss; the unfolded graph runs and matches eager."""
-    fn = _own_output_cases()[case]
-    x, r = _xr(3, H)
-    out, seen = run(fn, x, r)
-    (c,) = seen
-    assert NG not in c.after and c.after[MERGED] == 1
-    (why,) = _misses(c)
-    assert "is the norm's own output" in why
-    _same(out, fn, x, r)
+    _left_alone(_own_output_cases()[case], *_xr(3, H), "is the norm's own output")
 
 
 # ---------------------------------------------------------------------------------------- near-misses that held
@@ -148,13 +154,7 @@ def test_reshape_to_another_last_dim_is_a_near_miss():
         y = _rms(x + r, g).reshape(6, 8)
         return F.linear(y, w[0][:, :8]), F.linear(y, w[1][:, :8])
 
-    x, r = _xr(1, 3, H)
-    out, seen = run(fn, x, r)
-    (c,) = seen
-    assert NG not in c.after and c.after[MERGED] == 1
-    (why,) = _misses(c)
-    assert "reshaped to another last dim than K" in why
-    _same(out, fn, x, r)
+    _left_alone(fn, *_xr(1, 3, H), "reshaped to another last dim than K")
 
 
 def test_a_weight_computed_from_a_reader_of_the_sum_would_reorder():
@@ -167,13 +167,7 @@ def test_a_weight_computed_from_a_reader_of_the_sum_would_reorder():
         t = s.sin()
         return F.linear(_rms(s, g), w[0]), F.linear(_rms(s, g), w[1] * t.mean()), t
 
-    x, r = _xr(3, H)
-    out, seen = run(fn, x, r)
-    (c,) = seen
-    assert NG not in c.after and c.after[MERGED] == 1
-    (why,) = _misses(c)
-    assert "folding would reorder" in why
-    _same(out, fn, x, r)
+    _left_alone(fn, *_xr(3, H), "folding would reorder")
 
 
 def test_a_bias_sliced_from_the_sum_is_a_near_miss():
@@ -201,13 +195,8 @@ def test_what_the_provider_refuses_is_a_near_miss_with_its_reason():
         y = _rms(x + r, g)
         return y @ w[0].t().contiguous(), y @ w[1].t().contiguous()
 
-    x, r = _xr(3, H)
-    out, seen = run(fn, x, r, options={**ON, "providers": {"rms_norm_gemm": "triton"}})
-    (c,) = seen
-    assert NG not in c.after and c.after[MERGED] == 1 and c.after[FUSED] == 1
-    (why,) = _misses(c)
-    assert "triton: a weight is not contiguous along K" in why
-    _same(out, fn, x, r)
+    _left_alone(fn, *_xr(3, H), "triton: a weight is not contiguous along K",
+                options={**ON, "providers": {"rms_norm_gemm": "triton"}}, fused=1)
 
 
 def test_norms_the_pass_does_not_see_are_left_silently():
@@ -457,14 +446,6 @@ def test_op_rejects_inputs_that_do_not_chain(case):
 
     with pytest.raises(ValueError):
         ng.rms_norm_gemm(x, r, g, 1e-6, 0.0, ws, bs)
-
-
-def _full_k(m, k):
-    """The full-K GEMV tile of the one-launch path: BLOCK_M covers M, BLOCK_K the next power of two >= K."""
-    from rocm_inductor.providers.triton import gemm_merge as gm
-
-    return gm.Config(1 << max(m - 1, 0).bit_length(), 4, 1 << (k - 1).bit_length(), 1, 4, 1, False, False, True,
-                     True)
 
 
 @pytest.mark.parametrize("m", [0, 2])
