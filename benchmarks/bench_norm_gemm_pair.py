@@ -9,8 +9,10 @@ GEMM streams its weights from HBM; ``bench_decode_gemm._copies``), ``PAIRS`` cal
   pair inductor     Inductor's add + RMSNorm then our merged GEMM (gemm_merge alone: two launches);
   fused             ``rms_norm_gemm``: one launch where the GEMM's config takes the prologue, else two;
   floor             weights + activations at the copy bandwidth measured here;
-  fused nB wW       (``--tiles``) every full-K GEMV tile (BLOCK_N B, W warps, no K split) with the prologue,
-                    next to the same tile's GEMM alone.
+  fused nB wW       (``--tiles``) every full-K GEMV tile (BLOCK_N B, W warps of ``--warps``, no K split) with
+                    the prologue, next to the same tile's GEMM alone.
+``--repeat R`` runs everything R times in the process (column ``run``) and ends with the q/k/v and gate/up share
+(fused - our norm alone, the shipped config) of every run: min / median / max and their multiple of the floor.
 The q/k/v projection's cost per layer is reported as ``fused - norm alone`` (the norm's standalone time is what
 a step would still pay with no projection after it; issue 19's q/k/v target is <= 1.5x the floor).
 Numerics: the fused outputs vs the two-launch pair (max |diff| of the GEMM outputs, ``s`` bitwise) and vs the
@@ -50,7 +52,17 @@ def groups(model: str, tiny: bool) -> dict[str, tuple[int, tuple[int, ...]]]:
     return {"qkv": (hidden, (q, kv, kv)), "gate_up": (hidden, (inter, inter))}
 
 
-def bucket(add, model, group, m, k, ns, sets, gw, cuda, bw, tiles=False) -> None:
+def full_tiles(m: int, k: int, warps: tuple[int, ...]) -> list[tuple[int, int, int]]:
+    """(BLOCK_N, BLOCK_K, num_warps) of the full-K GEMV tile without a K split for ``warps`` (32-wide warps):
+    the rule of ``gemm_merge.gemv_full_tiles`` (16-128 weight elements per thread), any warp count."""
+    from rocm_inductor.providers.triton import gemm_merge as tg
+
+    bk = max(16, tg._pow2_at_least(k))
+    return [(bn, bk, nw) for nw in warps for bn in (1, 2, 4, 8, 16)
+            if tg.GEMV_FULL_ELEMS[0] <= bn * bk / (nw * 32) <= tg.GEMV_FULL_ELEMS[1]]
+
+
+def bucket(add, model, group, m, k, ns, sets, gw, cuda, bw, tiles=False, warps=(4, 8)) -> None:
     """The rows of one (model, group, M): numerics, then the timings (module docstring)."""
     from rocm_inductor.providers.reference import rms_norm_gemm_ref
     from rocm_inductor.providers.triton import gemm_merge as tg
@@ -103,7 +115,7 @@ def bucket(add, model, group, m, k, ns, sets, gw, cuda, bw, tiles=False) -> None
         f"{po - fu:.3f} vs pair ours, {pi - fu:.3f} vs pair inductor")
     add(model, group, m, "floor", floor)
     if tiles and cuda and m <= tg.GEMV_MAX_M:
-        for bn, bk, nw in tg.gemv_full_tiles(m, k, 1, 32):
+        for bn, bk, nw in full_tiles(m, k, warps):
             c = tg.Config(tg._pow2_at_least(m), bn, bk, 1, nw, 1, False, False, True, True)
             try:
                 b2b = _time_rotating([lambda ws=ws, c=c: tg.launch(h, ws, nob, c) for ws in sets], cuda)
@@ -124,17 +136,56 @@ def main(argv=None) -> int:
     p.add_argument("--groups", default="qkv,gate_up")
     p.add_argument("--buckets", default="1")
     p.add_argument("--tiles", action="store_true", help="also every full-K GEMV tile with the prologue (M <= 8)")
+    p.add_argument("--warps", default="4,8", help="warp counts of the --tiles sweep")
+    p.add_argument("--repeat", type=int, default=1, help="run everything this many times (column run)")
     args, dev, dtype, _, _ = parse_pair_args(p, argv)  # --device / --tiny / --out; its own (K, N) shape unused
     cuda = dev == "cuda"
     t0 = time.perf_counter()
     bw = copy_bandwidth_gbs() if cuda else 1.0
     print(f"{versions()}; copy bandwidth {bw:.0f} GB/s", flush=True)
     rows = []
+    state = {"run": 0}
 
     def add(model, group, m, case, us, note=""):
-        rows.append(dict(model=model, group=group, m=m, case=case, us=round(us, 3) if us != "" else "", note=note))
-        print(f"{model:<6} {group:<8} M={m:<3} {case:<16} {us if us == '' else f'{us:8.3f}'} us  {note}", flush=True)
+        run = state["run"]
+        rows.append(dict(run=run, model=model, group=group, m=m, case=case, us=round(us, 3) if us != "" else "",
+                         note=note))
+        print(f"{run} {model:<6} {group:<8} M={m:<3} {case:<16} {us if us == '' else f'{us:8.3f}'} us  {note}",
+              flush=True)
 
+    warps = tuple(int(w) for w in args.warps.split(","))
+    for state["run"] in range(args.repeat):
+        measure(args, add, dev, dtype, cuda, bw, warps)
+    text = write_results(rows, args.out, "norm_gemm_pair", f"RMSNorm prologue + merged GEMM ({versions()})",
+                         ["", f"us per call (CUDA-graph replays, {PAIRS} calls per graph, weights rotated); copy "
+                          f"bandwidth {bw:.0f} GB/s; elapsed {time.perf_counter() - t0:.0f} s.", "",
+                          *share_summary(rows)])
+    print(text, flush=True)
+    return 0
+
+
+def share_summary(rows: list[dict]) -> list[str]:
+    """Per (model, group, M): the shipped fold's share (fused - our norm alone) over the runs, vs the floor."""
+    import statistics
+
+    out = []
+    for key in sorted({(r["model"], r["group"], r["m"]) for r in rows}):
+        pick = lambda case, key=key: {r["run"]: r["us"] for r in rows  # noqa: E731
+                             if (r["model"], r["group"], r["m"]) == key and r["case"] == case and r["us"] != ""}
+        fused, norm, floor = pick("fused"), pick("norm ours"), pick("floor")
+        shares = [fused[i] - norm[i] for i in sorted(fused) if i in norm]
+        if not shares or not floor:
+            continue
+        fl = statistics.median(floor.values())
+        lo, med, hi = min(shares), statistics.median(shares), max(shares)
+        out.append(f"- {key[0]} {key[1]} M={key[2]}: share (fused - norm ours) over {len(shares)} run(s) min / median /"
+                   f" max {lo:.3f} / {med:.3f} / {hi:.3f} us = {lo / fl:.2f}x / {med / fl:.2f}x / {hi / fl:.2f}x"
+                   f" the {fl:.3f} us floor")
+    return out
+
+
+def measure(args, add, dev, dtype, cuda, bw, warps) -> None:
+    """One run over every model, group and bucket."""
     for model in args.models.split(","):
         for group in args.groups.split(","):
             k, ns = groups(model, args.tiny)[group]
@@ -146,12 +197,7 @@ def main(argv=None) -> int:
             sets = (sets * PAIRS)[:PAIRS] if cuda else sets
             gw = torch.rand(k, device=dev, dtype=dtype) + 0.5
             for m in (int(b) for b in args.buckets.split(",")):
-                bucket(add, model, group, m, k, ns, sets, gw, cuda, bw, args.tiles)
-    text = write_results(rows, args.out, "norm_gemm_pair", f"RMSNorm prologue + merged GEMM ({versions()})",
-                         ["", f"us per call (CUDA-graph replays, {PAIRS} calls per graph, weights rotated); copy "
-                          f"bandwidth {bw:.0f} GB/s; elapsed {time.perf_counter() - t0:.0f} s."])
-    print(text, flush=True)
-    return 0
+                bucket(add, model, group, m, k, ns, sets, gw, cuda, bw, args.tiles, warps)
 
 
 if __name__ == "__main__":
