@@ -31,7 +31,10 @@ from . import rms_norm as rms
 #: tile with the prologue: each program normalises whole rows itself, so fewer, wider programs pay less of it.
 #: H200, M = 1 (2026-12-01, torch 2.11.0+cu130, triton 3.6.0), one launch vs our norm + the GEMM's own pick:
 #: Llama-3.2-1B q/k/v 6.14 vs 6.80 us (BLOCK_N 4, 4 warps; the GEMM's pick BLOCK_N 2 x 8 warps with the
-#: prologue: 6.54-6.68), gate/up 18.65 vs 19.00; Qwen3-0.6B q/k/v 4.91 vs 5.81, gate/up 6.05 vs 6.63.
+#: prologue: 6.54-6.68), gate/up 18.65 vs 19.00; Qwen3-0.6B q/k/v 4.91 vs 5.81, gate/up 6.05 vs 6.63. Re-measured
+#: 2026-12-02 (same GPU and versions, 2-3 runs in one process, warps 2-16, results/norm_gemm_pair_repeat_*.md):
+#: Llama q/k/v n4 w4 6.15 median (6.00-6.16), Qwen3 q/k/v now n4 w2 4.78 (4.70-4.82; n16 w8 4.91-5.09),
+#: gate/up picks unchanged (within 0.05 us of the best).
 TABLE_PATH = os.path.join(os.path.dirname(__file__), "norm_gemm_tuned.json")
 #: (M, K, Ns, dtype, device) -> the prologue tile :func:`pick_config` found for it (None: none measured).
 _PICKED: dict[tuple, gm.Config | None] = {}
