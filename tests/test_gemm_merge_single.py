@@ -132,3 +132,29 @@ def test_hf_llama_singles_taken_with_a_table(tmp_path, monkeypatch):
     with torch.no_grad():
         eager = fn(ids)
     _assert_close(out, eager, 1e-5)
+
+
+def test_cpu_compile_on_a_gpu_host_follows_the_cpu_rules(tmp_path, monkeypatch):
+    """A GPU host compiling CPU tensors: the spec's ``device_type`` picks the table's device, not the host's GPU,
+    and without the interpreter the Triton provider refuses CPU tensors with that reason (it used to refuse them
+    only by accident, as "not measured" on the GPU)."""
+    from rocm_inductor.ops.gemm_merge import merged_gemm_spec
+    from rocm_inductor.ops.norm_gemm import norm_gemm_spec
+    from rocm_inductor.providers.triton import norm_gemm as ng
+
+    monkeypatch.setattr(gm, "_device_name", lambda: "NVIDIA H200")
+    monkeypatch.delenv("ROCM_FUSED_GEMM_UNMEASURED", raising=False)
+    _table(tmp_path, monkeypatch, [_entry(8, 2.0, 5.0)])
+    x, w = torch.randn(6, H), torch.randn(N, H)
+    single = merged_gemm_spec(x, [w], [None], 6)
+    assert single["device_type"] == "cpu" and gm.measured_single(single) is None
+    assert gm.measured_single({**single, "device_type": "cuda"}).startswith(SINGLE_UNMEASURED)
+    merge = merged_gemm_spec(x, [w, w], [None, None], 6)
+    assert gm.measured_loss(merge) is None
+    assert "not measured" in gm.measured_loss({**merge, "device_type": "cuda"})
+    fold = norm_gemm_spec(x, None, torch.ones(H), 0.0, [w, w], [None, None], 6)
+    monkeypatch.setattr(gm, "_interpreting", lambda: True)
+    assert gm.check(merge) is None and ng.check(fold) is None
+    assert ng.check({**fold, "device_type": "cuda"}) is not None
+    monkeypatch.setattr(gm, "_interpreting", lambda: False)  # no interpreter: Triton cannot read CPU tensors
+    assert gm.check(merge).startswith("CPU tensors") and ng.check(fold).startswith("CPU tensors")

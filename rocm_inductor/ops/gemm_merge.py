@@ -13,7 +13,9 @@ Compile-time spec keys read by providers' ``check`` (built by :func:`merged_gemm
     dtype (x's), weight_dtypes, bias_dtypes (None for no bias), m (int, or None if symbolic),
     m_upper (int: static value or the ShapeEnv's upper bound; None = unbounded), k (int or None),
     ns (tuple of int or None), weight_k_contiguous (tuple of bool: stride 1 along K, statically),
-    count (number of GEMMs; 1 = a single GEMM the pass offers only for a measured speed-up over cuBLAS).
+    count (number of GEMMs; 1 = a single GEMM the pass offers only for a measured speed-up over cuBLAS),
+    device_type (the activation's ``torch.device.type``: ``"cpu"`` or ``"cuda"``; measured tables are per GPU,
+    so a CPU compile on a GPU host is not decided by the GPU's table).
 
 A single GEMM (``count == 1``) is a speed decision, not a merge: a provider takes it only where its own
 measurements say it beats cuBLAS for that shape, and refuses it with a reason starting with
@@ -117,4 +119,5 @@ def merged_gemm_spec(x: Any, weights: list[Any], biases: list[Any], m_upper: int
         "ns": tuple(_int_or_none(w.shape[0]) for w in weights),
         "weight_k_contiguous": tuple(bool(statically_known_true(w.stride(1) == 1)) for w in weights),
         "count": len(weights),
+        "device_type": x.device.type,
     }

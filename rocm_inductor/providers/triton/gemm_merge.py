@@ -388,6 +388,13 @@ def _device_name() -> str | None:
         return None
 
 
+def spec_device(spec: dict[str, Any]) -> str | None:
+    """The device whose measured tables decide ``spec``: the current GPU's name, or None for a compile of CPU
+    tensors (``spec["device_type"] == "cpu"``), which the GPU's table does not describe even on a GPU host (the
+    CPU rules apply: :func:`measured_loss` refuses nothing, :func:`measured_single` reads ``"cpu"`` entries)."""
+    return None if spec.get("device_type") == "cpu" else _device_name()
+
+
 def table_entries(k: int, ns: tuple[int, ...], dtype: torch.dtype, device: str | None = None,
                   path: str | None = None) -> list[dict]:
     """Entries for this device, K, Ns and dtype, sorted by M, of the table at ``path`` (:func:`load_table`'s
@@ -432,7 +439,9 @@ def measured_loss(spec: dict[str, Any], device: str | None = None) -> str | None
     k, ns, dt = spec.get("k"), spec.get("ns"), spec.get("dtype")
     if k is None or ns is None or None in ns:
         return None
-    device = device or _device_name()
+    device = device or spec_device(spec)
+    if device is None:  # no GPU, or CPU tensors
+        return None
     entries = table_entries(k, tuple(ns), dt, device)
     if not entries:
         if device is not None and os.environ.get("ROCM_FUSED_GEMM_UNMEASURED", "0") != "1":
@@ -476,7 +485,7 @@ def measured_single(spec: dict[str, Any], device: str | None = None) -> str | No
     hi = spec.get("m") if spec.get("m") is not None else spec.get("m_upper")
     if k is None or not ns or None in ns or hi is None:
         return f"{SINGLE_UNMEASURED}: symbolic K/N or unbounded M"
-    device = device or _device_name() or "cpu"
+    device = device or spec_device(spec) or "cpu"
     entries = table_entries(k, tuple(ns), dt, device)
     look = _bucket_entries(entries, spec.get("m"), hi, None)
     if not look:
@@ -500,6 +509,8 @@ def check(spec: dict[str, Any]) -> str | None:
     Returns:
         ``None`` if the kernel takes it, else the reason in plain words.
     """
+    if spec.get("device_type") == "cpu" and not _interpreting():  # a CPU graph on a GPU host
+        return "CPU tensors: Triton runs them only under TRITON_INTERPRET=1"
     dt = spec.get("dtype")
     if dt not in DTYPES:
         return f"triton merged_gemm takes float16/bfloat16/float32, input is {str(dt).replace('torch.', '')}"

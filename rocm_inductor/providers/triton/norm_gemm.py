@@ -83,13 +83,14 @@ def check(spec: dict[str, Any], device: str | None = None) -> str | None:
     merged GEMM): no measurement needed.
 
     Args:
-        spec: keys of ``rocm_inductor.ops.norm_gemm.norm_gemm_spec``; device: GPU name (default: the current one).
+        spec: keys of ``rocm_inductor.ops.norm_gemm.norm_gemm_spec``; device: GPU name (default: the current one;
+            none for CPU tensors, :func:`gemm_merge.spec_device`).
 
     Returns:
         ``None`` if taken, else the reason in plain words.
     """
     why = rms.check(spec) or gm.check(spec)
-    device = device or gm._device_name()
+    device = device or gm.spec_device(spec)
     if why is not None or device is None or gm._interpreting() or os.environ.get("ROCM_FUSED_GEMM_UNMEASURED") == "1":
         return why
     m, k, ns = spec.get("m"), spec.get("k"), tuple(spec.get("ns") or ())
