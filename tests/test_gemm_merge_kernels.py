@@ -236,6 +236,14 @@ def test_measured_table_picks_and_refuses(tmp_path, monkeypatch):
     monkeypatch.setenv("ROCM_FUSED_GEMM_TABLE", str(path))
     assert gm.table_config(3, 64, (64, 32), torch.bfloat16, dev).block_m == 4
     assert gm.table_config(9, 64, (64, 32), torch.bfloat16, dev) is None
+    # a dot entry whose BLOCK_M does not cover M is no config for it (launch() would refuse it at run time)
+    dot = dict(entries[0], m=32, config=dataclasses_asdict(gm.Config(16, 16, 64, 1, 4, 3, True)))
+    path2 = tmp_path / "t_dot.json"
+    path2.write_text(json.dumps({"entries": [dot]}))
+    monkeypatch.setenv("ROCM_FUSED_GEMM_TABLE", str(path2))
+    assert gm.table_config(16, 64, (64, 32), torch.bfloat16, dev).block_m == 16
+    assert gm.table_config(20, 64, (64, 32), torch.bfloat16, dev) is None
+    monkeypatch.setenv("ROCM_FUSED_GEMM_TABLE", str(path))
     base = dict(dtype=torch.bfloat16, k=64, ns=(64, 32), m=2, m_upper=2)
     assert gm.measured_loss(base, dev) is None
     assert "slower than separate cuBLAS" in gm.measured_loss({**base, "m": 7, "m_upper": 7}, dev)

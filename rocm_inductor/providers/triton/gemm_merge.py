@@ -413,7 +413,7 @@ def table_config(m: int, k: int, ns: tuple[int, ...], dtype: torch.dtype, device
     for e in table_entries(k, ns, dtype, device):
         if e["m"] >= m:
             cfg = Config(**e["config"])
-            return cfg if cfg.block_m >= m or cfg.dot else None
+            return cfg if cfg.block_m >= m else None  # one M block per launch: launch() refuses a smaller one
     return None
 
 
