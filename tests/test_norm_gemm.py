@@ -181,6 +181,37 @@ def test_pass_leaves_a_norm_whose_output_is_read_elsewhere():
     assert "RMSNorm -> 2 GEMMs (N 48/48)" in miss.reason and "also read by" in miss.reason
 
 
+class _VectorQKV(torch.nn.Module):
+    """``nn.RMSNorm`` then q/k/v of a 1-D (K,) activation: ``F.linear`` reads ``unsqueeze(y, 0)``."""
+
+    def __init__(self, h=32):
+        super().__init__()
+        self.norm = torch.nn.RMSNorm(h, eps=1e-6)
+        self.q, self.k, self.v = (torch.nn.Linear(h, n, bias=False) for n in (32, 16, 16))
+
+    def forward(self, x):
+        y = self.norm(x)
+        return self.q(y), self.k(y), self.v(y)
+
+
+def test_pass_folds_a_1d_activation_through_its_unsqueeze():
+    """Folded (it used to be skipped silently: the walk from the GEMM stopped at the ``unsqueeze``); the outputs
+    keep eager's shapes and values."""
+    torch.manual_seed(0)
+    mod = _VectorQKV().eval()
+    with torch.no_grad():
+        mod.norm.weight.copy_(torch.rand(32) + 0.5)
+    x = torch.randn(32)
+    out, seen = compile_run(mod, x, options=OPTS)
+    with torch.no_grad():
+        eager = mod(x)
+    for o, e in zip(out, eager, strict=True):
+        assert o.shape == e.shape
+        torch.testing.assert_close(o, e, rtol=1e-5, atol=1e-5)
+    (c,) = seen
+    assert c.after[FOLD] == 1 and c.after.get(MERGED, 0) == 0
+
+
 def test_pass_is_off_unless_asked():
     torch.manual_seed(0)
     mod = _Block().eval()

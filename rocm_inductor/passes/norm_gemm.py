@@ -2,7 +2,7 @@
 
 Runs after ``rms_norm`` and ``gemm_merge`` (post-grad graph): it folds what those two rewrote, never the raw
 eager norm. Covers ``rocm_fused::merged_gemm(x, ...)`` (a merge or a single GEMM the table took) where
-``x`` is, through ``view`` / ``reshape`` to (M, K), the output ``y`` of ``rocm_fused::rms_norm`` or of
+``x`` is, through ``view`` / ``reshape`` / ``unsqueeze`` to (M, K), the output ``y`` of ``rocm_fused::rms_norm`` or of
 ``rocm_fused::fused_add_rms_norm`` (``getitem 0``), and the GEMM's reshape is ``y``'s only reader. The
 sum ``s`` of a fused add keeps its readers (the next residual add): the new op returns it. Typical matches per
 pre-norm decoder layer (HF Llama / Qwen / Gemma, gpt-fast): input_layernorm -> q/k/v, post_attention_layernorm
@@ -45,11 +45,16 @@ def _val(n: Any) -> Any:
     return n.meta.get("val") if isinstance(n, Node) else None
 
 
+#: Views from the norm's output to the GEMM's (M, K) operand: the projections' flattening, and the
+#: ``unsqueeze(y, 0)`` of a 1-D activation (``F.linear`` of a (K,) vector).
+ROW_VIEWS = RESHAPES | {torch.ops.aten.unsqueeze.default}
+
+
 def _norm_of(x: Node) -> tuple[Node, Node, list[Node]] | None:
-    """(norm node, its normalised output ``y``, the reshapes from ``y`` to ``x``), or None: not a norm's output."""
+    """(norm node, its normalised output ``y``, the views from ``y`` to ``x``), or None: not a norm's output."""
     chain = []
     cur = x
-    while isinstance(cur, Node) and cur.op == "call_function" and cur.target in RESHAPES:
+    while isinstance(cur, Node) and cur.op == "call_function" and cur.target in ROW_VIEWS:
         chain.append(cur)
         cur = cur.args[0]
     if not isinstance(cur, Node) or cur.op != "call_function":
