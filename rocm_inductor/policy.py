@@ -143,7 +143,9 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     #   gemm_merge run); with only rms_norm + gemm_merge on, Llama 1163.6 -> 1166.3 (within the 14 us spread).
     #   Taken only where a measured prologue tile won (providers/triton/norm_gemm_tuned.json: M = 1 today); other
     #   shapes and M are near-misses. The measured steps also folded the final norm into lm_head on the GEMM's own
-    #   tile, which the shipped check refuses (never measured as a pair).
+    #   tile, which the shipped check refuses (never measured as a pair). The shipped build, 2026-12-02
+    #   (decode_gemm_shipped_steps.md): Llama B = 1 1027.4 -> 994.4 us, Qwen3 B = 1 1128.1 -> 1064.4 (Qwen3 q/k/v on
+    #   its re-measured n4 w2 tile); B = 8 / 32 unchanged (refused: no M > 1 tile).
     # norm_gemm, rocm: OFF with gemm_merge (verified on CPU stand-ins and gfx942/gfx950 AOT compiles only).
     "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False, "attention": False,
              "all_reduce_norm": False, "gemm_merge": False, "norm_gemm": False},
