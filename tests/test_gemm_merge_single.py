@@ -13,11 +13,14 @@ import json
 
 import pytest
 import torch
-from graph_utils import compile_run
+from graph_utils import compile_run, needs_interpreter
 from test_gemm_merge_kernels import assert_gemm_contract
 
 from rocm_inductor.ops.gemm_merge import SINGLE_SLOWER, SINGLE_UNMEASURED
 from rocm_inductor.providers.triton import gemm_merge as gm
+
+#: CPU tests: Triton under the interpreter and CPU-device tables (on a GPU host the gpu-marked tests cover it).
+pytestmark = needs_interpreter
 
 MM, MERGED = "aten.mm.default", "rocm_fused.merged_gemm.default"
 H, N = 64, 40  # N not a multiple of any block

@@ -16,10 +16,13 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
-from graph_utils import capture, compile_run
+from graph_utils import capture, compile_run, needs_interpreter
 
 from rocm_inductor.ops.gemm_merge import SINGLE_REFUSED, SINGLE_SLOWER
 from rocm_inductor.providers.triton import gemm_merge as gm
+
+#: CPU tests: Triton under the interpreter and CPU-device tables (on a GPU host the gpu-marked tests cover it).
+pytestmark = needs_interpreter
 
 MM, ADDMM, MERGED = "aten.mm.default", "aten.addmm.default", "rocm_fused.merged_gemm.default"
 K, N = 16, 24

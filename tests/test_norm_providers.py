@@ -13,7 +13,7 @@ import types
 import pytest
 import torch
 import vendor_standins
-from graph_utils import compile_run
+from graph_utils import compile_run, needs_interpreter
 from norm_spellings import SPELLINGS, FunctionalRMSNorm, PreNorm, Single
 
 import rocm_inductor.platform as platform_mod
@@ -35,11 +35,6 @@ def _flashinfer_standin(calls: list, with_backend: bool = False) -> types.Module
 
 def _aiter_standin(calls: list, line: str = "0.1.5") -> types.ModuleType:
     return vendor_standins.aiter(line, calls)["aiter"]
-
-
-#: CPU tensors reach our Triton kernels only through the interpreter, which conftest turns on without a GPU.
-needs_interpreter = pytest.mark.skipif(torch.cuda.is_available(), reason="Triton on CPU tensors needs "
-                                       "TRITON_INTERPRET=1 (set only without a GPU); the gpu tests cover it")
 
 
 @pytest.fixture
