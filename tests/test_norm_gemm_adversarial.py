@@ -200,8 +200,9 @@ def test_what_the_provider_refuses_is_a_near_miss_with_its_reason():
 
 
 def test_norms_the_pass_does_not_see_are_left_silently():
-    """A norm over dim 0 (not an RMSNorm of the rms_norm pass) and a 1-D norm output unsqueezed to (1, K) (not a
-    reshape): the merged GEMM stays, no near-miss from norm_gemm."""
+    """A norm over dim 0 (not an RMSNorm of the rms_norm pass) and a 1-D norm in HF's ``weight * y`` spelling (the
+    rms_norm pass takes the norm but not the 1-D weight multiply, so the GEMM reads a ``mul``: the strict xfail in
+    test_norm_gemm_views_adversarial.py): the merged GEMM stays, no near-miss from norm_gemm."""
     w, g = _weights()
 
     def dim0(x, r):

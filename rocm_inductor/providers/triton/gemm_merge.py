@@ -444,7 +444,7 @@ def measured_loss(spec: dict[str, Any], device: str | None = None) -> str | None
         return None
     entries = table_entries(k, tuple(ns), dt, device)
     if not entries:
-        if device is not None and os.environ.get("ROCM_FUSED_GEMM_UNMEASURED", "0") != "1":
+        if os.environ.get("ROCM_FUSED_GEMM_UNMEASURED", "0") != "1":
             what = "shape" if any(e.get("device") == device for e in load_table()) else "GPU"
             return (f"{what} not measured: K={k} N={'/'.join(map(str, ns))} on {device} (run "
                     "benchmarks/sweep_decode_gemm.py, or set ROCM_FUSED_GEMM_UNMEASURED=1)")
