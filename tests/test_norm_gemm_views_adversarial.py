@@ -183,12 +183,10 @@ def test_1d_dynamic_compile_folds():
     _folded(fn, *_x(H), dynamic=True)
 
 
-@pytest.mark.xfail(strict=True, reason="rms_norm pass: a 1-D HF Llama norm's `weight * y` stays a separate "
-                   "multiply (the weightless pattern matches), so the GEMMs read the multiply, not a norm output")
 def test_1d_hf_llama_weight_times_y_folds():
-    """Known gap (not a norm_gemm bug): HF Llama's ``weight * y`` spelling on a 1-D input. The rms_norm pass
-    rewrites only the weightless part (the multiply stays), so norm_gemm sees no norm output and skips silently;
-    the 2-D form and the ``y * weight`` spelling fold. Strict xfail: it flips when the rms_norm pass is fixed."""
+    """HF Llama's ``weight * y`` spelling on a 1-D input folds: canonicalize orders a computed operand before a
+    graph input of the same rank, so the rms_norm pass takes the weight (it used to match only the weightless
+    part, leaving the multiply for the GEMMs to read)."""
     w, g = _weights()
 
     def fn(x):

@@ -287,3 +287,22 @@ def test_per_head_norm_below_policy_minimum_is_left_to_inductor(monkeypatch):
         torch.testing.assert_close(out, m(x))
     _, (g,) = compile_run(m, x)  # provider="reference" forced: both rewritten
     assert g.after[RMS] == 2 and g.after["aten.rsqrt.default"] == 0
+
+
+@pytest.mark.parametrize("name", sorted(SPELLINGS))
+def test_single_norm_of_a_1d_input_takes_its_weight(name):
+    """A (H,) input: x and the weight have one rank, so only canonicalize's computed-before-input tiebreak puts
+    HF's ``weight * y`` in the pattern's order; every spelling's weight (and offset) goes into the op, no multiply
+    is left behind."""
+    torch.manual_seed(0)
+    norm = SPELLINGS[name]()
+    m = Single(norm)
+    x = torch.randn(64) * 3
+    out, seen = compile_run(m, x, x, dynamic=False)
+    (g,) = seen
+    assert g.after[RMS] == 1 and g.after["aten.mul.Tensor"] == 0, g.after
+    assert g.report.count("rms_norm") == 1 and not g.report.near_misses
+    with torch.no_grad():
+        eager = m(x, x)
+        ref = rms_norm_64(x, _weight_of(norm), _eps_of(norm, torch.float32), OFFSET.get(name, 0.0))
+    assert_contract(out, eager, ref)

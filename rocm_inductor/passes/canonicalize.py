@@ -11,7 +11,8 @@ Rewrites, each exact (same values, same rounding) except where noted:
 - reduction dims spelled positive (``[1]`` of a 2D tensor) -> negative (``[-1]``);
 - common-subexpression elimination of pure nodes (HF RMSNorm upcasts the same input twice);
 - operands of commutative ``add``/``mul`` ordered: higher rank first, then fewer broadcast (size-1) dims,
-  scalars last; so ``w * x`` and ``x * w`` are one pattern, and ``rsqrt(...)`` comes after ``x``.
+  then computed values before graph inputs (weights, buffers), scalars last; so ``w * x`` and ``x * w`` are one
+  pattern (a 1-D ``x`` too), and ``rsqrt(...)`` comes after ``x``.
 Search functions of our patterns are written in this canonical order.
 """
 
@@ -89,12 +90,14 @@ def _static_eq(a: Any, b: Any) -> bool:
         return False
 
 
-def _operand_key(a: Any) -> tuple[int, int, int]:
+def _operand_key(a: Any) -> tuple[int, int, int, int]:
     v = _val(a)
     if not isinstance(v, torch.Tensor):
-        return (1, 0, 0)
+        return (1, 0, 0, 0)
     ones = sum(1 for s in v.shape if isinstance(s, int) and s == 1)
-    return (0, -v.ndim, ones)
+    # last tiebreak: a graph input (a weight, a buffer) after a computed value of the same rank and broadcast
+    # dims, so HF's ``weight * y`` of a 1-D y is the pattern's ``y * weight`` too (at rank >= 2 the rank decides)
+    return (0, -v.ndim, ones, int(isinstance(a, Node) and a.op in ("placeholder", "get_attr")))
 
 
 def _scalar_to_tensor(graph: Graph, n: Node) -> bool:
