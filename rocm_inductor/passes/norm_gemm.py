@@ -26,7 +26,6 @@ switched on by a forced global ``provider=``: ``options={"passes": {"norm_gemm":
 from __future__ import annotations
 
 import operator
-from typing import Any
 
 import torch
 from torch.fx import Graph, Node
@@ -35,14 +34,10 @@ from ..ops.norm_gemm import norm_gemm_spec
 from ..report import Match as MatchRecord
 from ..report import NearMiss, dtype_name, location_of
 from .canonicalize import insert_call
-from .gemm_merge import RESHAPES, _var_ranges, bucket_text
+from .gemm_merge import RESHAPES, _val, _var_ranges, bucket_text
 from .manager import PassContext
 
 WHAT = "RMSNorm before merged GEMMs"
-
-
-def _val(n: Any) -> Any:
-    return n.meta.get("val") if isinstance(n, Node) else None
 
 
 #: Views from the norm's output to the GEMM's (M, K) operand: the projections' flattening, and the
