@@ -320,6 +320,22 @@ def test_fold(case, dtype):
         assert_contract(o, e, f)
 
 
+def bounded_m_run(fn, first, *more):
+    """Compile ``fn`` once (reference provider, strict, the fold on) with dim 0 of every tensor of ``first`` marked
+    dynamic in [1, 32], call it on ``first`` then on each of ``more``; returns the one graph's capture and
+    ``[(outputs, inputs)]`` per call."""
+    from graph_utils import capture
+
+    for t in first:
+        torch._dynamo.mark_dynamic(t, 0, min=1, max=32)
+    torch._dynamo.reset()
+    with capture() as seen, torch.no_grad():
+        compiled = torch.compile(fn, backend="rocm_fused", options={"provider": "reference", "strict": True, **ON})
+        outs = [(compiled(*a), a) for a in (first, *more)]
+    (c,) = seen  # one graph for every M
+    return c, outs
+
+
 def test_symbolic_bounded_m_folds_and_serves_other_m():
     w, g = _weights()
 
@@ -328,16 +344,7 @@ def test_symbolic_bounded_m_folds_and_serves_other_m():
         y = _rms(s, g)
         return F.linear(y, w[0]), F.linear(y, w[1]), s
 
-    x, r = _xr(4, H)
-    torch._dynamo.mark_dynamic(x, 0, min=1, max=32)
-    torch._dynamo.mark_dynamic(r, 0, min=1, max=32)
-    torch._dynamo.reset()
-    from graph_utils import capture
-
-    with capture() as seen, torch.no_grad():
-        compiled = torch.compile(fn, backend="rocm_fused", options={"provider": "reference", "strict": True, **ON})
-        outs = [(compiled(*a), a) for a in ((x, r), _xr(7, H), _xr(2, H))]
-    (c,) = seen  # one graph for every M
+    c, outs = bounded_m_run(fn, _xr(4, H), _xr(7, H), _xr(2, H))
     assert c.after[NG] == 1 and MERGED not in c.after
     (m,) = [m for m in c.report.matches if m.pass_name == "norm_gemm"]
     assert "(<= 32)" in m.note

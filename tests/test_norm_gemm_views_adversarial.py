@@ -17,7 +17,7 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
-from test_norm_gemm_adversarial import FUSED, MERGED, NG, NORM, ON, _misses, _weights, run
+from test_norm_gemm_adversarial import FUSED, MERGED, NG, NORM, _misses, _weights, bounded_m_run, run
 
 from rocm_inductor.ops.gemm_merge import SINGLE_UNMEASURED, merged_gemm_spec
 from rocm_inductor.ops.norm_gemm import norm_gemm_spec
@@ -286,16 +286,7 @@ def test_unsqueeze_bounded_symbolic_m_folds(dim):
         y = _norm(s, g).unsqueeze(dim)
         return F.linear(y, w[0]), F.linear(y, w[1]), s
 
-    from graph_utils import capture
-
-    x, r = _x(4, H)
-    torch._dynamo.mark_dynamic(x, 0, min=1, max=32)
-    torch._dynamo.mark_dynamic(r, 0, min=1, max=32)
-    torch._dynamo.reset()
-    with capture() as seen, torch.no_grad():
-        compiled = torch.compile(fn, backend="rocm_fused", options={"provider": "reference", "strict": True, **ON})
-        outs = [(compiled(*a), a) for a in ((x, r), _x(7, H, seed=1), _x(2, H, seed=2))]
-    (c,) = seen
+    c, outs = bounded_m_run(fn, _x(4, H), _x(7, H, seed=1), _x(2, H, seed=2))
     assert c.after[NG] == 1 and MERGED not in c.after, dict(c.after)
     (m,) = [m for m in c.report.matches if m.pass_name == "norm_gemm"]
     assert "(<= 32)" in m.note
