@@ -137,5 +137,5 @@ def rms_norm_gemm(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: t
         y, s = rms.fused_add_rms_norm(x, residual, norm_weight, eps, offset)
     else:
         y, s = rms.rms_norm(x, norm_weight, eps, offset), None
-    outs = gm.merged_gemm(y.reshape(m, k), weights, biases, config=config)
+    outs = gm.launch(y.reshape(m, k), weights, biases, cfg)  # weights validated and cfg picked above
     return outs + ([] if s is None else [s])
