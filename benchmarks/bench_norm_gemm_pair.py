@@ -52,16 +52,6 @@ def groups(model: str, tiny: bool) -> dict[str, tuple[int, tuple[int, ...]]]:
     return {"qkv": (hidden, (q, kv, kv)), "gate_up": (hidden, (inter, inter))}
 
 
-def full_tiles(m: int, k: int, warps: tuple[int, ...]) -> list[tuple[int, int, int]]:
-    """(BLOCK_N, BLOCK_K, num_warps) of the full-K GEMV tile without a K split for ``warps`` (32-wide warps):
-    the rule of ``gemm_merge.gemv_full_tiles`` (16-128 weight elements per thread), any warp count."""
-    from rocm_inductor.providers.triton import gemm_merge as tg
-
-    bk = max(16, tg._pow2_at_least(k))
-    return [(bn, bk, nw) for nw in warps for bn in (1, 2, 4, 8, 16)
-            if tg.GEMV_FULL_ELEMS[0] <= bn * bk / (nw * 32) <= tg.GEMV_FULL_ELEMS[1]]
-
-
 def bucket(add, model, group, m, k, ns, sets, gw, cuda, bw, tiles=False, warps=(4, 8)) -> None:
     """The rows of one (model, group, M): numerics, then the timings (module docstring)."""
     from rocm_inductor.providers.reference import rms_norm_gemm_ref
@@ -115,7 +105,7 @@ def bucket(add, model, group, m, k, ns, sets, gw, cuda, bw, tiles=False, warps=(
         f"{po - fu:.3f} vs pair ours, {pi - fu:.3f} vs pair inductor")
     add(model, group, m, "floor", floor)
     if tiles and cuda and m <= tg.GEMV_MAX_M:
-        for bn, bk, nw in full_tiles(m, k, warps):
+        for bn, bk, nw in tg.gemv_full_tiles(m, k, 1, 32, warps):
             c = tg.Config(tg._pow2_at_least(m), bn, bk, 1, nw, 1, False, False, True, True)
             try:
                 b2b = _time_rotating([lambda ws=ws, c=c: tg.launch(h, ws, nob, c) for ws in sets], cuda)

@@ -674,15 +674,17 @@ def gemv_configs(m: int, ns: tuple[int, ...], k: int, sms: int, warp: int) -> li
 GEMV_FULL_ELEMS = (16, 128)
 
 
-def gemv_full_tiles(m: int, k: int, split: int, warp: int) -> list[tuple[int, int, int]]:
+def gemv_full_tiles(m: int, k: int, split: int, warp: int, warp_counts: tuple[int, ...] = (4, 8)
+                    ) -> list[tuple[int, int, int]]:
     """(BLOCK_N, BLOCK_K, num_warps) of the full-K GEMV tile at M <= :data:`GEMV_MAX_M` and K split ``split``:
-    BLOCK_K = ceil(K / split) padded to a power of two (>= 16), BLOCK_N 1-16, 4 or 8 warps with
-    ``num_warps * warp <= 1024``, :data:`GEMV_FULL_ELEMS` weight elements per thread. Empty above M = 8."""
+    BLOCK_K = ceil(K / split) padded to a power of two (>= 16), BLOCK_N 1-16, ``warp_counts`` warps (the sweep's
+    4 and 8; benchmarks pass others) with ``num_warps * warp <= 1024``, :data:`GEMV_FULL_ELEMS` weight elements
+    per thread. Empty above M = 8."""
     if m > GEMV_MAX_M:
         return []
     bk = max(16, _pow2_at_least(triton.cdiv(k, split)))
     out = []
-    for warps in (4, 8):
+    for warps in warp_counts:
         if warps * warp > MAX_THREADS:
             continue
         for bn in (1, 2, 4, 8, 16):
