@@ -66,7 +66,7 @@ def bucket(add, model, group, m, k, ns, sets, gw, cuda, bw, tiles=False, warps=(
     r = torch.randn(m, k, device=dev, dtype=dtype)
     cfg = tg.pick_config(h, sets[0], nob)  # the GEMM's own (the "gemm alone" row)
     fcfg = tng.pick_config(h, sets[0], nob)  # what the fused op runs
-    fits = tg.prologue_fits(fcfg, k) and m <= fcfg.block_m
+    fits = tng.one_launch(fcfg, m, k)
     floor = (nbytes + (2 * m * k + m * sum(ns)) * torch.finfo(dtype).bits // 8) / (bw * 1e3)
     ind = torch.compile(_norm, dynamic=False)
     ind(h, r, gw)

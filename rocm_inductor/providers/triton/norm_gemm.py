@@ -75,6 +75,12 @@ def pick_config(x2: torch.Tensor, weights: list[torch.Tensor], biases: list[torc
     return cfg or gm.pick_config(x2, weights, biases)
 
 
+def one_launch(cfg: gm.Config, m: int, k: int) -> bool:
+    """Whether :func:`rms_norm_gemm` runs ``cfg`` as one launch for M rows of width K (non-empty outputs): the
+    config takes the prologue (:func:`gemm_merge.prologue_fits`) and its BLOCK_M covers M."""
+    return gm.prologue_fits(cfg, k) and m <= cfg.block_m
+
+
 def check(spec: dict[str, Any], device: str | None = None) -> str | None:
     """Compile-time limits: those of the RMSNorm kernels and of the merged GEMM (both paths must run), and on a
     GPU a measured prologue tile (:func:`prologue_config`) for this static M, K, Ns and dtype: a fold is a speed
@@ -126,7 +132,7 @@ def rms_norm_gemm(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: t
     m = x2.shape[0]
     weights, biases = gm.validated(x2, weights, biases)
     cfg = config or pick_config(x2, weights, biases)
-    if m > 0 and all(w.shape[0] > 0 for w in weights) and gm.prologue_fits(cfg, k) and m <= cfg.block_m:
+    if m > 0 and all(w.shape[0] > 0 for w in weights) and one_launch(cfg, m, k):
         s = None if residual is None else torch.empty(x.shape, dtype=x.dtype, device=x.device)
         norm = gm.NormPrologue(None if residual is None else rms._rows(residual, k),
                                None if norm_weight is None else norm_weight.contiguous(), eps, offset,
