@@ -42,12 +42,13 @@ def _weights(dtype=torch.float32, ns=(8, 9, 10), seed=0):
     return ws, (torch.rand(H, generator=gen) + 0.5).to(dtype)
 
 
-def _same(out, fn, *args):
+def _same(out, fn, *args, tol=None):
+    """Every output has eager's shape and dtype and is close to it (``tol``: ``assert_close``'s rtol/atol)."""
     with torch.no_grad():
         eager = fn(*args)
     for o, e in zip(out, eager, strict=True):
         assert o.shape == e.shape and o.dtype == e.dtype
-        torch.testing.assert_close(o, e)
+        torch.testing.assert_close(o, e, **(tol or {}))
 
 
 def _misses(c):

@@ -17,7 +17,7 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
-from test_norm_gemm_adversarial import FUSED, MERGED, NG, NORM, _misses, _weights, bounded_m_run, run
+from test_norm_gemm_adversarial import FUSED, MERGED, NG, NORM, _misses, _same, _weights, bounded_m_run, run
 
 from rocm_inductor.ops.gemm_merge import SINGLE_UNMEASURED, merged_gemm_spec
 from rocm_inductor.ops.norm_gemm import norm_gemm_spec
@@ -37,14 +37,6 @@ def _norm(x, g=None, offset=0.0):
     return F.rms_norm(x, (x.shape[-1],), g, EPS)
 
 
-def _compare(out, fn, *args, tol=None):
-    with torch.no_grad():
-        eager = fn(*args)
-    for o, e in zip(out, eager, strict=True):
-        assert o.shape == e.shape and o.dtype == e.dtype
-        torch.testing.assert_close(o, e, **(tol or {}))
-
-
 def _folded(fn, *args, n_folds=1, tol=None, **kw):
     """Compile: ``n_folds`` folds, no merged GEMM or norm left, no near-miss; outputs as eager's. Returns c."""
     out, seen = run(fn, *args, **kw)
@@ -52,7 +44,7 @@ def _folded(fn, *args, n_folds=1, tol=None, **kw):
     assert c.after[NG] == n_folds, dict(c.after)
     assert MERGED not in c.after and NORM not in c.after and FUSED not in c.after, dict(c.after)
     assert not _misses(c)
-    _compare(out, fn, *args, tol=tol)
+    _same(out, fn, *args, tol=tol)
     return c
 
 
@@ -63,7 +55,7 @@ def _near_miss(fn, *args, reason, merged=1):
     assert NG not in c.after and c.after[MERGED] == merged, dict(c.after)
     whys = _misses(c)
     assert len(whys) == merged and all(reason in w for w in whys), whys
-    _compare(out, fn, *args)
+    _same(out, fn, *args)
     return c
 
 
@@ -168,7 +160,7 @@ def test_1d_single_projection_is_left_alone_silently_on_cpu():
     out, seen = run(fn, _x(H)[0])
     (c,) = seen
     assert NG not in c.after and MERGED not in c.after and not _misses(c)
-    _compare(out, fn, _x(H)[0])
+    _same(out, fn, _x(H)[0])
 
 
 def test_1d_dynamic_compile_folds():
@@ -213,7 +205,7 @@ def test_unsqueeze_last_dim_of_a_1d_output_is_left_alone():
     out, seen = run(fn, x)
     (c,) = seen
     assert NG not in c.after and not _misses(c)
-    _compare(out, fn, x)
+    _same(out, fn, x)
 
 
 @pytest.mark.parametrize("dim", [0, 1, -2])
@@ -291,7 +283,7 @@ def test_unsqueeze_bounded_symbolic_m_folds(dim):
     (m,) = [m for m in c.report.matches if m.pass_name == "norm_gemm"]
     assert "(<= 32)" in m.note
     for out, a in outs:
-        _compare(out, fn, *a)
+        _same(out, fn, *a)
 
 
 def test_unbounded_dynamic_m_is_a_gemm_merge_near_miss():
@@ -309,7 +301,7 @@ def test_unbounded_dynamic_m_is_a_gemm_merge_near_miss():
     (c,) = seen
     assert NG not in c.after and MERGED not in c.after and c.after[FUSED] == 1
     assert any(m.pass_name == "gemm_merge" and "no finite upper bound" in m.reason for m in c.report.near_misses)
-    _compare(out, fn, x, r)
+    _same(out, fn, x, r)
 
 
 # ------------------------------------------------------------------------------ chains with another reader
