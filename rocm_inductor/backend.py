@@ -26,14 +26,10 @@ from typing import Any
 import torch
 
 from . import ops  # noqa: F401  (registers the rocm_fused custom ops)
-from .options import Options, parse_options
+from .options import PASS_HOOK, Options, parse_options
 from .passes.manager import PassManager
 
 log = logging.getLogger("rocm_inductor")
-
-#: Our passes run first among the post-grad passes: before Inductor's own pattern passes fold a residual
-#: add into the GEMM's bias (``addmm``) and hide it from the fused add + RMSNorm pattern.
-PASS_HOOK = "post_grad_custom_pre_pass"
 
 #: mode -> (level, CUDA graphs) for modes Inductor knows.
 MODE_LEVELS: dict[str, tuple[int, bool]] = {

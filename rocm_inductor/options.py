@@ -11,15 +11,18 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from .registry import PASS_NAMES, op_families
+
 #: Provider names a user may force (see ``rocm_inductor.providers``).
 PROVIDER_NAMES = ("reference", "triton", "flashinfer", "amd_flashinfer", "aiter")
 
-#: Inductor config names the backend sets itself: ``inductor_config`` may not replace them.
-BACKEND_OWNED_CONFIG = ("post_grad_custom_pre_pass", "inductor_choices_class")
+#: The Inductor config slot our pass manager takes. Our passes run first among the post-grad passes: before
+#: Inductor's own pattern passes fold a residual add into the GEMM's bias (``addmm``) and hide it from the fused
+#: add + RMSNorm pattern.
+PASS_HOOK = "post_grad_custom_pre_pass"
 
-#: Names of the rewrite passes, in the order the pass manager runs them.
-PASS_NAMES = ("rms_norm", "rope", "sigmoid_gate", "sampling", "attention", "all_reduce_norm", "gemm_merge",
-              "norm_gemm")
+#: Inductor config names the backend sets itself: ``inductor_config`` may not replace them.
+BACKEND_OWNED_CONFIG = (PASS_HOOK, "inductor_choices_class")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,13 +77,6 @@ class Options:
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(Options))
-
-
-def op_families() -> dict[str, str]:
-    """Custom op name -> the pass that emits it, from the registered passes (``rocm_inductor.passes``)."""
-    from .passes import all_passes
-
-    return {op: p.name for p in all_passes() for op in p.ops}
 
 
 def _check_providers_keys(providers: Mapping[str, Any]) -> None:

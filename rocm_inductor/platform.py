@@ -15,6 +15,7 @@ import torch
 
 from . import policy
 from .providers import all_providers, get_provider, reset_providers
+from .refusal import prefixed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +128,7 @@ class PlatformDispatch:
             why = get_provider(name).check(op, spec)
             if why is None:
                 return Choice(name, tuple(reasons))
-            reasons.append(f"{name}: {why}")
+            reasons.append(prefixed(f"{name}: ", why))  # keeps a Refusal's kind
         return Choice(None, tuple(reasons))
 
     @classmethod

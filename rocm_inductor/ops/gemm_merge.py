@@ -32,18 +32,15 @@ import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..providers import get_provider
+from ..providers._gemm_limits import (  # noqa: F401  (the op's limit and refusal texts, re-exported)
+    MAX_WEIGHTS,
+    SINGLE_REFUSED,
+    SINGLE_SLOWER,
+    SINGLE_UNMEASURED,
+)
 
 #: dtypes the op is defined for.
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-#: Most GEMMs one op call takes (q/k/v is 3, gate/up 2; the pass splits larger groups into balanced chunks).
-MAX_WEIGHTS = 4
-#: Reason prefix of a provider refusing a single GEMM that it measured and cuBLAS won (reported).
-SINGLE_SLOWER = "single GEMM measured no faster than cuBLAS"
-#: Reason prefix of a provider refusing a single GEMM it has no measurement for (not reported).
-SINGLE_UNMEASURED = "single GEMM not measured"
-#: Reason prefix of a provider refusing a single GEMM it measured faster, for another limit (e.g. the weight's
-#: layout; reported, with that limit).
-SINGLE_REFUSED = "single GEMM measured faster than cuBLAS, but refused"
 
 
 def _validate(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor | None]) -> None:

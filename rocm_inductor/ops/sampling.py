@@ -33,7 +33,10 @@ from typing import Any
 
 import torch
 
-from ..providers import get_provider
+from ..providers import _sampling_args, get_provider
+
+#: Argument normalisation the providers share (re-exported: the op's argument helpers).
+per_row, ban_rows = _sampling_args.per_row, _sampling_args.ban_rows
 
 
 @torch.library.custom_op("rocm_fused::sample", mutates_args=())
@@ -105,29 +108,6 @@ def _validate(scores, seed, temperature, top_k, top_p, min_p, ban) -> None:
             raise ValueError(f"ban of shape {tuple(ban.shape)} does not broadcast to {(b, v)}") from e
         if ban.dim() > 2:
             raise ValueError(f"ban must have at most 2 dims, got {tuple(ban.shape)}")
-
-
-def per_row(t: torch.Tensor | None, b: int, dtype: torch.dtype,
-            device: torch.device | str | None = None) -> torch.Tensor | None:
-    """A per-row parameter as a contiguous (B,) tensor of ``dtype`` on ``device`` (None stays None).
-
-    ``device`` moves it to the kernel's device: with ``dynamic=True`` Dynamo lifts a Python float (a
-    temperature, a top_p) into a 0-d CPU float64 graph input, which a GPU kernel cannot read.
-    """
-    if t is None:
-        return None
-    return t.reshape(-1).to(device=device, dtype=dtype).expand(b).contiguous()
-
-
-def ban_rows(ban: torch.Tensor | None, b: int, v: int) -> tuple[torch.Tensor | None, int]:
-    """``ban`` as a bool tensor, unit-stride last dim, and its row stride (0 when shared by all rows)."""
-    if ban is None:
-        return None, 0
-    t = ban.to(torch.bool)
-    if t.dim() == 2 and t.shape[0] == b and b > 1:
-        t = t.expand(b, v).contiguous()
-        return t, t.stride(0)
-    return t.reshape(-1).expand(v).contiguous(), 0
 
 
 def sample_spec(scores: Any, *, is_probs: bool, top_k_first: bool, per_row: set[str], has_min_p: bool,

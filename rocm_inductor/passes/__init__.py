@@ -1,12 +1,14 @@
 """Rewrite passes over the post-grad graph; the manager (``manager.py``) runs them in this order.
 
-A pass is an object with ``name`` (str), ``ops`` (custom op names it may emit) and
-``__call__(graph, ctx)``; it records matches and near-misses in ``ctx`` (``manager.PassContext``).
+A pass follows the contract in ``contract.py`` (find -> read parameters -> gate/verify -> emit, each candidate
+ending as a match or a near-miss that the manager records). Names and ops come from ``rocm_inductor.registry``.
 """
 
 from __future__ import annotations
 
 import functools
+
+from ..registry import PASSES
 
 
 @functools.lru_cache(maxsize=1)
@@ -23,8 +25,11 @@ def _passes() -> tuple:
     # all_reduce_norm after rms_norm: it extends the norms that pass rewrote with the all-reduce before them.
     # gemm_merge next to last: it groups the projections the other rewrites leave in place; norm_gemm last: it
     # folds the norms rms_norm rewrote into the GEMMs gemm_merge rewrote.
-    return (RMSNormPass(), RoPEPass(), SigmoidGatePass(), SamplingPass(), AttentionPass(), AllReduceNormPass(),
-            GemmMergePass(), NormGemmPass())
+    out = (RMSNormPass(), RoPEPass(), SigmoidGatePass(), SamplingPass(), AttentionPass(), AllReduceNormPass(),
+           GemmMergePass(), NormGemmPass())
+    if [(p.name, tuple(p.ops)) for p in out] != [(i.name, i.ops) for i in PASSES]:
+        raise RuntimeError("rocm_fused: the pass objects disagree with rocm_inductor.registry.PASSES")
+    return out
 
 
 def all_passes() -> tuple:

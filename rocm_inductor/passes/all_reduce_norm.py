@@ -36,9 +36,10 @@ from torch._inductor.pattern_matcher import stable_topological_sort
 from torch.fx import Graph, Node
 
 from ..ops.all_reduce_norm import all_reduce_norm_spec
+from ..registry import ops_of
 from ..report import Match as MatchRecord
 from ..report import NearMiss, describe, dtype_name, location_of
-from .manager import PassContext
+from .context import PassContext
 
 aten = torch.ops.aten
 _fc = torch.ops._c10d_functional
@@ -84,7 +85,7 @@ def _max_tokens(val: Any) -> int | None:
     lead = list(val.shape[:-1])
     if all(isinstance(d, int) for d in lead):
         return math.prod(lead)
-    from ..lowerings.gemm_buckets import m_upper_bound
+    from ..buckets import m_upper_bound
 
     prod = math.prod(lead)
     env = next((d.node.shape_env for d in lead if isinstance(d, torch.SymInt)), None)
@@ -106,7 +107,7 @@ class AllReduceNormPass:
     """The tensor-parallel all-reduce + add + RMSNorm pass (see module docstring)."""
 
     name = "all_reduce_norm"
-    ops = (OP,)
+    ops = ops_of(name)
 
     def __call__(self, graph: Graph, ctx: PassContext) -> None:
         all_reduce, _, fused, rms = _targets()

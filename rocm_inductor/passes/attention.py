@@ -69,12 +69,13 @@ import torch
 from torch.fx import Graph, Node
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from ..lowerings.gemm_buckets import m_upper_bound
+from ..buckets import m_upper_bound
 from ..ops.attention import DTYPES, attention_spec
+from ..registry import ops_of
 from ..report import Match as MatchRecord
 from ..report import NearMiss, describe, dtype_name, location_of
 from .canonicalize import fake_eval, insert_call
-from .manager import PassContext
+from .context import PassContext
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -915,7 +916,7 @@ class AttentionPass:
     """The decode-attention pass (see module docstring)."""
 
     name = "attention"
-    ops = ("decode_attention",)
+    ops = ops_of(name)
 
     def __call__(self, graph: Graph, ctx: PassContext) -> None:
         for target in SDPA_TARGETS:

@@ -26,6 +26,8 @@ import torch
 from torch._inductor.fx_passes.post_grad import remove_noop_ops
 from torch.fx import Graph, Node
 
+from .fx import fake_eval, insert_call, val_or_self  # noqa: F401  (fake_eval, insert_call: re-exported)
+
 aten = torch.ops.aten
 prims = torch.ops.prims
 
@@ -49,33 +51,7 @@ PURE_OPS: set[Any] = {
 }
 
 
-def _val(a: Any) -> Any:
-    return a.meta.get("val") if isinstance(a, Node) else a
-
-
-def fake_eval(target: Callable, args: tuple, kwargs: dict | None = None) -> Any:
-    """Run ``target`` on the fake values of ``args`` (for a new node's ``meta["val"]``)."""
-    vals = torch.fx.node.map_aggregate(args, _val)
-    kvals = torch.fx.node.map_aggregate(kwargs or {}, _val)
-    fake = next((v.fake_mode for v in torch.utils._pytree.tree_leaves((vals, kvals))
-                 if hasattr(v, "fake_mode")), None)
-    if fake is None:
-        return None
-    with fake:
-        return target(*vals, **kvals)
-
-
-def insert_call(graph: Graph, before: Node, target: Callable, args: tuple, kwargs: dict | None = None,
-                like: Node | None = None) -> Node:
-    """Insert ``target(*args)`` before ``before`` with a fake ``meta["val"]`` and ``like``'s stack trace."""
-    with graph.inserting_before(before):
-        node = graph.call_function(target, args, kwargs or {})
-    node.meta["val"] = fake_eval(target, args, kwargs)
-    src = like if like is not None else before
-    for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
-        if key in src.meta:
-            node.meta[key] = src.meta[key]
-    return node
+_val = val_or_self
 
 
 def _is_float_tensor(a: Any) -> bool:

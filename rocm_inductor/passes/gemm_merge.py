@@ -61,11 +61,13 @@ import torch
 from torch.fx import Graph, Node
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from ..ops.gemm_merge import DTYPES, MAX_WEIGHTS, SINGLE_REFUSED, SINGLE_SLOWER, merged_gemm_spec
+from ..ops.gemm_merge import DTYPES, MAX_WEIGHTS, merged_gemm_spec
+from ..refusal import MEASURED_REFUSED, MEASURED_SLOWER, any_of
+from ..registry import ops_of
 from ..report import Match as MatchRecord
 from ..report import NearMiss, dtype_name, location_of
 from .canonicalize import fake_eval
-from .manager import PassContext
+from .context import PassContext
 
 aten = torch.ops.aten
 
@@ -234,13 +236,13 @@ class GemmMergePass:
     """The decode GEMM merge pass (see module docstring)."""
 
     name = "gemm_merge"
-    ops = ("merged_gemm",)
+    ops = ops_of(name)
     #: Not switched on by a forced global ``provider=`` (the CPU tests and example force ``"reference"``):
     #: only the CUDA default, ``passes={"gemm_merge": True}`` or ``providers={"merged_gemm": ...}``.
     enabled_by_provider = False
 
     def __call__(self, graph: Graph, ctx: PassContext) -> None:
-        from ..lowerings.gemm_buckets import decide
+        from ..buckets import decide
 
         order = {n: i for i, n in enumerate(graph.nodes)}
         groups: dict[Any, list[_Gemm]] = {}
@@ -307,7 +309,7 @@ class GemmMergePass:
         table: ``measured_single``); a refusal is reported only when it was measured (cuBLAS won, or ours won but
         another limit refused it), so unmeasured projections stay silent. Outside a bucket or of another dtype:
         silent too."""
-        from ..lowerings.gemm_buckets import decide
+        from ..buckets import decide
 
         act = _val(g.act)
         d = decide("mm", act.shape[0], ctx.options.aten_gemm_max_m, _var_ranges(act))
@@ -371,7 +373,7 @@ class GemmMergePass:
         ns = "/".join(str(w.shape[0]) for w in weights_val)  # symbolic N as its expression, not None
         if choice.provider is None:
             if single:  # reported only where the table measured it (cuBLAS won, or another limit refused it)
-                if SINGLE_SLOWER in choice.why_not or SINGLE_REFUSED in choice.why_not:
+                if any_of(choice.reasons, MEASURED_SLOWER, MEASURED_REFUSED):
                     ctx.near_miss(anchor, NearMiss(self.name, WHAT_SINGLE, f"K={_val(x).shape[1]} N {ns}: "
                                                    f"{choice.why_not}", where))
                 return

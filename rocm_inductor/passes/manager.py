@@ -9,13 +9,11 @@ versions, so that Inductor's FX graph cache stays on and stays correct.
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import hashlib
 import logging
 import pathlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -24,82 +22,14 @@ from torch.fx import Graph
 
 from .. import report as report_mod
 from ..options import Options
-from ..platform import Choice, PlatformDispatch
-from ..report import GraphReport, Match, NearMiss
+from ..platform import PlatformDispatch
 from .canonicalize import canonicalize
+from .context import PassContext, active, current_context  # noqa: F401  (current_context: re-exported)
+from .contract import run_pass
 
 log = logging.getLogger("rocm_inductor")
 
 _PKG = pathlib.Path(__file__).resolve().parent.parent
-
-
-@dataclasses.dataclass
-class PassContext:
-    """What a rewrite pass gets besides the graph.
-
-    Attributes:
-        options: the compile's options; report: this graph's report;
-        pending: the provider choice of the match being replaced (set by a pass's ``extra_check``, read
-            by its replacement while it is traced, so the provider name is baked into the graph).
-    """
-
-    options: Options
-    report: GraphReport
-    pending: Choice | None = None
-    _near: dict[str, NearMiss] = dataclasses.field(default_factory=dict)
-    _matched: set[str] = dataclasses.field(default_factory=set)
-
-    def choose(self, op: str, spec: dict[str, Any]) -> Choice:
-        """Provider for ``op`` under the options' forcing, via :class:`PlatformDispatch`."""
-        return PlatformDispatch.choose(op, spec, self.options.provider_for(op))
-
-    def matched(self, anchor: str, m: Match) -> None:
-        """Record a rewrite anchored at node ``anchor`` (drops any earlier near-miss of that anchor).
-
-        When ``m.note`` is empty it gets why better-ranked providers were skipped (from ``pending``).
-        """
-        if not m.note and self.pending is not None and self.pending.provider == m.provider:
-            m.note = "; ".join(self.pending.reasons)
-        self._matched.add(anchor)
-        self._near.pop(anchor, None)
-        self.report.matches.append(m)
-
-    def near_miss(self, anchor: str, miss: NearMiss, overwrite: bool = True) -> None:
-        """Record a near-miss at node ``anchor``; a later match of the same anchor supersedes it.
-
-        ``overwrite=False`` keeps an earlier, more specific reason for the same anchor.
-        """
-        if anchor in self._matched or (not overwrite and anchor in self._near):
-            return
-        self._near[anchor] = miss
-
-    def flush(self) -> None:
-        """Move the surviving near-misses into the report (end of each pass)."""
-        self.report.near_misses.extend(self._near.values())
-        self._near.clear()
-
-
-_CURRENT: list[PassContext] = []
-
-
-def current_context() -> PassContext:
-    """The context of the pass now running (for pattern ``extra_check`` / replacement functions).
-
-    Raises:
-        RuntimeError: called outside a pass.
-    """
-    if not _CURRENT:
-        raise RuntimeError("rocm_fused: no pass is running")
-    return _CURRENT[-1]
-
-
-@contextlib.contextmanager
-def _active(ctx: PassContext) -> Iterator[None]:
-    _CURRENT.append(ctx)
-    try:
-        yield
-    finally:
-        _CURRENT.pop()
 
 
 def _snapshot(graph: Graph) -> Graph:
@@ -211,11 +141,11 @@ class PassManager(CustomGraphPass):
         ctx = PassContext(self.options, rep)
         snap = _snapshot(graph)
         try:
-            with _active(ctx):
+            with active(ctx):
                 canonicalize(graph)
                 for p in run:
                     _dump(graph, f"rocm_fused before {p.name}")
-                    p(graph, ctx)
+                    run_pass(p, graph, ctx)
                     ctx.flush()
                     rep.passes_run.append(p.name)
                     _dump(graph, f"rocm_fused after {p.name}")

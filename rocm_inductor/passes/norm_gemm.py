@@ -31,11 +31,12 @@ import torch
 from torch.fx import Graph, Node
 
 from ..ops.norm_gemm import norm_gemm_spec
+from ..registry import ops_of
 from ..report import Match as MatchRecord
 from ..report import NearMiss, dtype_name, location_of
 from .canonicalize import insert_call
+from .context import PassContext
 from .gemm_merge import RESHAPES, _val, _var_ranges, bucket_text
-from .manager import PassContext
 
 WHAT = "RMSNorm before merged GEMMs"
 
@@ -66,7 +67,7 @@ class NormGemmPass:
     """The RMSNorm -> merged GEMM fold (see module docstring)."""
 
     name = "norm_gemm"
-    ops = ("rms_norm_gemm",)
+    ops = ops_of(name)
     #: As gemm_merge: not switched on by a forced global ``provider=`` (it would change every CPU test's op counts).
     enabled_by_provider = False
 
@@ -78,7 +79,7 @@ class NormGemmPass:
                 self._fold(graph, ctx, node, *found)
 
     def _fold(self, graph: Graph, ctx: PassContext, gemm: Node, norm: Node, y: Node, chain: list[Node]) -> None:
-        from ..lowerings.gemm_buckets import decide
+        from ..buckets import decide
 
         where, anchor = location_of(gemm), gemm.name
         fused = norm.target is torch.ops.rocm_fused.fused_add_rms_norm.default

@@ -46,9 +46,10 @@ from torch.fx import Graph, Node
 from ..ops.rms_norm import norm_spec
 from ..platform import PlatformDispatch
 from ..policy import NORM_MIN_HIDDEN
+from ..registry import ops_of
 from ..report import Match as MatchRecord
 from ..report import NearMiss, describe, dtype_name, location_of
-from .manager import PassContext, current_context
+from .context import PassContext, current_context
 
 aten = torch.ops.aten
 
@@ -492,7 +493,7 @@ class RMSNormPass:
     """The RMSNorm family pass (see module docstring)."""
 
     name = "rms_norm"
-    ops = ("rms_norm", "fused_add_rms_norm")
+    ops = ops_of(name)
 
     def __call__(self, graph: Graph, ctx: PassContext) -> None:
         patterns().apply(graph)

@@ -54,10 +54,11 @@ from torch._inductor.pattern_matcher import stable_topological_sort
 from torch.fx import Graph, Node
 
 from ..ops.rope import build_cos_sin_cache, rope_spec
+from ..registry import ops_of
 from ..report import Match as MatchRecord
 from ..report import NearMiss, describe, location_of
 from .canonicalize import insert_call
-from .manager import PassContext
+from .context import PassContext
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -656,7 +657,7 @@ class RoPEPass:
     """The RoPE family pass (see module docstring)."""
 
     name = "rope"
-    ops = ("rope", "rope_cached")
+    ops = ops_of(name)
 
     def __call__(self, graph: Graph, ctx: PassContext) -> None:
         self._plans: dict[tuple[int, int], CachedPlan | str] = {}  # per (cos, sin): layers share one table

@@ -56,10 +56,11 @@ import torch
 from torch.fx import Graph, Node
 
 from ..ops.sampling import sample_spec
+from ..registry import ops_of
 from ..report import Match as MatchRecord
 from ..report import NearMiss, describe, location_of
 from .canonicalize import insert_call
-from .manager import PassContext
+from .context import PassContext
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -733,7 +734,7 @@ class SamplingPass:
     """The sampling pass (see module docstring)."""
 
     name = "sampling"
-    ops = ("sample",)
+    ops = ops_of(name)
 
     def __call__(self, graph: Graph, ctx: PassContext) -> None:
         for n in list(graph.nodes):

@@ -37,9 +37,10 @@ from torch.fx import Graph, Node
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..ops.sigmoid_gate import DTYPES, gate_spec
+from ..registry import ops_of
 from ..report import Match as MatchRecord
 from ..report import NearMiss, describe, dtype_name, location_of
-from .manager import PassContext, current_context
+from .context import PassContext, current_context
 
 aten = torch.ops.aten
 
@@ -285,7 +286,7 @@ class SigmoidGatePass:
     """The sigmoid output gate pass (see module docstring)."""
 
     name = "sigmoid_gate"
-    ops = ("sigmoid_gate",)
+    ops = ops_of(name)
 
     def __call__(self, graph: Graph, ctx: PassContext) -> None:
         patterns().apply(graph)

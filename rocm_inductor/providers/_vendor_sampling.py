@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from ..ops.sampling import ban_rows, per_row
+from ._sampling_args import ban_rows, per_row
 
 SAMPLE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 

@@ -34,10 +34,10 @@ from typing import Any
 
 import torch
 
-from . import Provider
 from ._ar_norm_limits import AITER_MAX_BYTES, AITER_MAX_HIDDEN, AITER_WORLD_SIZES, check_ar_norm
 from ._norm_limits import check_half_same_dtype_weight
 from ._rope_limits import check_vendor_rope, token_major
+from .base import Provider
 
 #: Largest hidden size for which v0.1.17's ``rmsnorm2d_fwd_with_add`` honours ``gemma_norm`` (its HIP path;
 #: the CK path above it drops the flag: ``aiter/ops/rmsnorm.py`` v0.1.17).

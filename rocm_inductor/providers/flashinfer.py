@@ -13,7 +13,6 @@ from typing import Any
 
 import torch
 
-from . import Provider
 from ._ar_norm_limits import (
     FLASHINFER_HIDDEN_MULTIPLE,
     FLASHINFER_MAX_TOKENS,
@@ -22,6 +21,7 @@ from ._ar_norm_limits import (
 )
 from ._norm_limits import check_half_same_dtype_weight
 from ._rope_limits import check_vendor_rope, token_major
+from .base import Provider
 
 
 class FlashInferProvider(Provider):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from . import Provider
+from ._gemm_limits import single_unmeasured
+from .base import Provider
 
 
 def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor | None, eps: float, offset: float) -> torch.Tensor:
@@ -213,9 +214,7 @@ class ReferenceProvider(Provider):
         cuBLAS, and the reference (which calls ATen's GEMM) has nothing measured to offer."""
         reason = super().check(op, spec)
         if reason is None and op == "merged_gemm" and spec.get("count") == 1:
-            from ..ops.gemm_merge import SINGLE_UNMEASURED
-
-            return f"{SINGLE_UNMEASURED}: the reference is ATen's own GEMM"
+            return single_unmeasured("the reference is ATen's own GEMM")
         return reason
 
     def merged_gemm(self, x, weights, biases):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ..ops.sampling import ban_rows, per_row
+from ._sampling_args import ban_rows, per_row
 
 
 def _top_k(s: torch.Tensor, k: int) -> torch.Tensor:

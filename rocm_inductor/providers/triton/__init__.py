@@ -9,7 +9,7 @@ import importlib
 import os
 from typing import Any
 
-from .. import Provider
+from ..base import Provider
 
 
 def interpreting() -> bool:

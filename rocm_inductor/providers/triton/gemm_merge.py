@@ -83,7 +83,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...ops.gemm_merge import MAX_WEIGHTS  # pointer slots of the kernel = the op's limit (q/k/v 3, gate/up 2)
+from .._gemm_limits import MAX_WEIGHTS, single_refused, single_slower, single_unmeasured
 from .rms_norm import _inv_rms, _round_to
 
 try:  # Hopper's grid dependency control (programmatic dependent launch); triton 3.6 and 3.9 have both
@@ -476,24 +476,22 @@ def measured_single(spec: dict[str, Any], device: str | None = None) -> str | No
     ``ROCM_FUSED_GEMM_TABLE``, as the sweep's ``--device cpu`` writes it).
 
     Returns:
-        None (take it), or a reason starting with ``SINGLE_SLOWER`` (measured; numbers included) or
-        ``SINGLE_UNMEASURED`` (``rocm_inductor.ops.gemm_merge``).
+        None (take it), or a typed refusal (``providers/_gemm_limits.py``): measured slower (numbers
+        included) or not measured.
     """
-    from ...ops.gemm_merge import SINGLE_SLOWER, SINGLE_UNMEASURED
-
     k, ns, dt = spec.get("k"), spec.get("ns"), spec.get("dtype")
     hi = spec.get("m") if spec.get("m") is not None else spec.get("m_upper")
     if k is None or not ns or None in ns or hi is None:
-        return f"{SINGLE_UNMEASURED}: symbolic K/N or unbounded M"
+        return single_unmeasured("symbolic K/N or unbounded M")
     device = device or spec_device(spec) or "cpu"
     entries = table_entries(k, tuple(ns), dt, device)
     look = _bucket_entries(entries, spec.get("m"), hi, None)
     if not look:
-        return f"{SINGLE_UNMEASURED}: K={k} N={ns[0]} M<={hi} on {device}"
+        return single_unmeasured(f"K={k} N={ns[0]} M<={hi} on {device}")
     for e in look:
         if e["ours_us"] >= e["separate_us"] * (1 - SINGLE_MIN_GAIN):
-            return (f"{SINGLE_SLOWER} (by > {SINGLE_MIN_GAIN:.0%}) on {e['device']} at M={e['m']}: "
-                    f"{e['ours_us']:.2f} vs cuBLAS {e['separate_us']:.2f} us (gemm_merge_tuned.json)")
+            return single_slower(f" (by > {SINGLE_MIN_GAIN:.0%}) on {e['device']} at M={e['m']}: "
+                                 f"{e['ours_us']:.2f} vs cuBLAS {e['separate_us']:.2f} us (gemm_merge_tuned.json)")
     return None
 
 
@@ -532,9 +530,7 @@ def check(spec: dict[str, Any]) -> str | None:
     if not all(spec.get("weight_k_contiguous", ())):
         why = "a weight is not contiguous along K (the kernel streams (N, K) rows with unit K stride)"
         if single:
-            from ...ops.gemm_merge import SINGLE_REFUSED
-
-            return f"{SINGLE_REFUSED}: {why}"
+            return single_refused(why)
         return why
     return None if single else measured_loss(spec)
 

@@ -121,7 +121,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...ops.sampling import ban_rows, per_row
+from .._sampling_args import ban_rows, per_row
 
 INPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # General (search) path constants, two buckets by ``B * V`` (launch_config). Picked by

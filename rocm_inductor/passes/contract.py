@@ -1,0 +1,174 @@
+"""The pass contract: find -> read parameters -> gate (verify, policy, provider) -> emit.
+
+Every rewrite pass is a :class:`RewritePass`. The pass manager drives it with :func:`run_pass`, and every
+candidate ends in exactly one of two records, which the driver (not the pass) files in the graph's report:
+
+- a match: :meth:`RewritePass.emit` edited the graph and returned the :class:`~rocm_inductor.report.Match`;
+- a near-miss: a step raised :class:`Miss` with the failed check in plain words.
+
+The steps, each small and testable alone:
+
+``prepare(graph, ctx)``
+    The literal fast path: Inductor's pattern matcher with the pass's generated pattern table. Its
+    ``extra_check`` goes through the same read and gate helpers and records through the context itself
+    (the matcher calls it without us).
+``find(graph, ctx) -> candidates``
+    Candidates discovered from anchor ops every spelling of the kind contains (an ``rsqrt`` of a mean of
+    squares, an SDPA or ``bmm``, a rotation's two products). A list, taken before any rewrite.
+``read(graph, ctx, cand) -> params``
+    The op's parameters read off the region (eps, rotary_dim, top-k, the mask), or :class:`Miss`.
+``gate(graph, ctx, cand, params) -> Choice``
+    Compile-time verification of the region against the op's reference, the policy (sizes left to Inductor),
+    and the provider choice (:meth:`~rocm_inductor.passes.context.PassContext.choose`), or :class:`Miss`.
+``emit(graph, ctx, cand, params, choice) -> Match | list[Match] | None``
+    The graph edit; returns what was rewritten (``None``: nothing to record, e.g. a candidate that another
+    rewrite already consumed).
+``finish(graph, ctx)``
+    Clean-up (dead code); runs once after the candidates.
+
+A candidate whose anchor left the graph (an earlier rewrite consumed it) is skipped before ``read``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from torch.fx import Graph, Node
+
+from ..platform import Choice
+from ..report import Match, NearMiss, location_of
+from .context import PassContext
+
+
+class Miss(Exception):  # noqa: N818  (a near-miss, not an error: the name says what the report calls it)
+    """A candidate that is not rewritten, with the reason in plain words (what would make it match).
+
+    Args:
+        reason: the failed check, e.g. ``"eps is a tensor, not a compile-time constant"``.
+        what: what was found, when it differs from the candidate's (``"LayerNorm"`` for an ``"RMSNorm"``
+            candidate that turned out to be mean-subtracted).
+        anchors: the nodes the near-miss is recorded at (default: the candidate's anchor); a q/k RoPE pair
+            records one near-miss per rotation.
+        overwrite: ``False`` keeps an earlier, more specific reason recorded at the same anchor.
+        silent: record nothing (a candidate the pass deliberately leaves without a word, e.g. a single GEMM
+            nobody measured: reporting every projection would drown the report).
+    """
+
+    def __init__(self, reason: str, *, what: str | None = None, anchors: Sequence[Node] | None = None,
+                 overwrite: bool = True, silent: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.what = what
+        self.anchors = anchors
+        self.overwrite = overwrite
+        self.silent = silent
+
+
+@dataclasses.dataclass
+class Candidate:
+    """One place in the graph a pass may rewrite.
+
+    Attributes:
+        anchor: the node that names the candidate (report anchor and ``file.py:line`` location).
+        what: what was found, in the report's words (``"RMSNorm"``, ``"attention (SDPA)"``, ``"RoPE (neox)"``).
+        data: what ``find`` learned (the pass's own structure: the region's nodes, the SDPA's arguments).
+    """
+
+    anchor: Node
+    what: str
+    data: Any = None
+
+
+class RewritePass:
+    """Base class of a rewrite pass (see module docstring). Subclasses set ``name`` and ``ops`` (from
+    ``rocm_inductor.registry``) and override the steps they need.
+
+    Attributes:
+        name: the pass's name; ops: the custom ops it emits.
+        enabled_by_provider: whether forcing a provider for every op (``options={"provider": ...}``) turns the
+            pass on (``gemm_merge`` / ``norm_gemm``: only their own names or ops do).
+    """
+
+    name: str = ""
+    ops: tuple[str, ...] = ()
+    enabled_by_provider: bool = True
+
+    def prepare(self, graph: Graph, ctx: PassContext) -> None:
+        """The literal fast path (pattern matcher); nothing by default."""
+
+    def find(self, graph: Graph, ctx: PassContext) -> Iterable[Candidate]:
+        """Candidates from anchor ops; none by default."""
+        return ()
+
+    def read(self, graph: Graph, ctx: PassContext, cand: Candidate) -> Any:
+        """The op's parameters read off the candidate's region (default: what ``find`` put in ``data``).
+
+        Raises:
+            Miss: the region is not this kind, or a parameter is not a compile-time value.
+        """
+        return cand.data
+
+    def gate(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Any) -> Choice:
+        """Verify, apply the policy and choose the provider.
+
+        Raises:
+            Miss: verification failed, the policy leaves it to Inductor, or no provider takes it.
+        """
+        raise NotImplementedError(f"{type(self).__name__}.gate")
+
+    def emit(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Any,
+             choice: Choice) -> Match | list[Match] | None:
+        """Rewrite the region to the op; return the report record(s)."""
+        raise NotImplementedError(f"{type(self).__name__}.emit")
+
+    def finish(self, graph: Graph, ctx: PassContext) -> None:
+        """After every candidate: drop what the rewrites left dead."""
+        graph.eliminate_dead_code()
+
+
+def choose_or_miss(ctx: PassContext, op: str, spec: dict[str, Any]) -> Choice:
+    """The provider choice for ``op`` (``ctx.choose``), set as ``ctx.pending`` for the replacement.
+
+    Raises:
+        Miss: no provider takes it (the reason lists each provider's refusal).
+    """
+    choice = ctx.choose(op, spec)
+    if choice.provider is None:
+        raise Miss(choice.why_not)
+    ctx.pending = choice
+    return choice
+
+
+def record_miss(ctx: PassContext, pass_name: str, cand: Candidate, miss: Miss) -> None:
+    """File ``miss`` as the near-miss of ``cand`` (one per anchor)."""
+    if miss.silent:
+        return
+    for node in miss.anchors or (cand.anchor,):
+        ctx.near_miss(node.name, NearMiss(pass_name, miss.what or cand.what, miss.reason, location_of(node)),
+                      overwrite=miss.overwrite)
+
+
+def run_pass(p: Any, graph: Graph, ctx: PassContext) -> None:
+    """Drive one pass over ``graph``: ``prepare``, then each candidate through read -> gate -> emit, recording
+    its match or near-miss, then ``finish``. A pass that is not a :class:`RewritePass` is called as
+    ``p(graph, ctx)`` (a user's or a test's plain callable)."""
+    if not isinstance(p, RewritePass):
+        p(graph, ctx)
+        return
+    p.prepare(graph, ctx)
+    for cand in list(p.find(graph, ctx)):
+        if cand.anchor.graph is not graph:  # consumed by an earlier rewrite of this pass
+            continue
+        try:
+            params = p.read(graph, ctx, cand)
+            choice = p.gate(graph, ctx, cand, params)
+            ctx.pending = choice
+            records = p.emit(graph, ctx, cand, params, choice)
+        except Miss as miss:
+            record_miss(ctx, p.name, cand, miss)
+            continue
+        for rec in records if isinstance(records, list) else [records] if records is not None else []:
+            ctx.matched(cand.anchor.name, rec)
+    p.finish(graph, ctx)
