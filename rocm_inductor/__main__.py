@@ -7,7 +7,8 @@ keywords (``options=``, ``mode=``, ``dynamic=``). The script is imported as a mo
 ``if __name__ == "__main__":`` block does not run). The report of that compile is printed as a table, or
 as JSON with ``--json``. Command-line ``--options``/``--provider`` are merged over the function's options.
 Exit status: 0 on success, 2 on bad arguments (a bad ``path:function``, a function that needs arguments or
-returns something else, bad ``--options``), with a one-line error on stderr.
+returns something else, bad ``--options``: not JSON, an unknown option key, provider or mode), with a one-line
+error on stderr.
 """
 
 from __future__ import annotations
@@ -98,7 +99,13 @@ def main(argv: list[str] | None = None) -> int:
         options["provider"] = args.provider
     if args.mode:
         kwargs["mode"] = args.mode
-    rep = explain(model, *inputs, dry_run=args.dry_run, options=options or None, **kwargs)
+    try:
+        rep = explain(model, *inputs, dry_run=args.dry_run, options=options or None, **kwargs)
+    except (ValueError, TypeError) as e:
+        if not str(e).startswith("rocm_fused"):  # the model's own error: its traceback is the user's to read
+            raise
+        print(f"python -m rocm_inductor explain: error: {e}", file=sys.stderr)
+        return 2
     print(rep.to_json() if args.json else rep)
     return 0
 

@@ -34,7 +34,7 @@ def _dry_run_backend(mode: str | None, options: Any) -> Callable[..., Any]:
     from .backend import resolve
     from .passes.manager import PassManager
 
-    def backend(gm: torch.fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
+    def rocm_fused(gm: torch.fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
         opts, patches = resolve(mode, options)
         for key, val in list(patches.items()):
             if isinstance(val, PassManager):
@@ -46,7 +46,7 @@ def _dry_run_backend(mode: str | None, options: Any) -> Callable[..., Any]:
                 raise
         return gm.forward
 
-    return backend
+    return rocm_fused
 
 
 class _StopAfter:
@@ -75,12 +75,13 @@ def _caused_by_stop(e: BaseException | None) -> bool:
 def _real_backend(mode: str | None, options: Any) -> Callable[..., Any]:
     """The ``rocm_fused`` backend as a fresh callable (a new backend object makes Dynamo compile again
     even when the same function was compiled before, so every ``explain`` call sees its own compile)."""
-    from .backend import rocm_fused
+    from . import backend
 
-    def backend(gm: torch.fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
-        return rocm_fused(gm, example_inputs, mode=mode, options=options)
+    def rocm_fused(gm: torch.fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
+        # named like the backend: Dynamo's errors say "backend='rocm_fused' raised"
+        return backend.rocm_fused(gm, example_inputs, mode=mode, options=options)
 
-    return backend
+    return rocm_fused
 
 
 @contextlib.contextmanager
@@ -125,6 +126,9 @@ def explain(model_or_fn: Callable[..., Any], *example_inputs: Any, dry_run: bool
         raise ValueError(f"rocm_fused.explain: backend must be 'rocm_fused', got {backend!r}")
     mode = compile_kwargs.pop("mode", None)
     options = compile_kwargs.pop("options", None)
+    from .backend import resolve
+
+    resolve(mode, options)  # bad options/mode raise ValueError here, not wrapped by Dynamo at the first call
     make = _dry_run_backend if dry_run else _real_backend
     compiled = torch.compile(model_or_fn, backend=make(mode, options), **compile_kwargs)
     grad_ctx = contextlib.nullcontext() if grad else torch.no_grad()

@@ -289,6 +289,14 @@ class Report(list):
         """Total matches over all graphs (see :meth:`GraphReport.count`)."""
         return sum(g.count(op, pass_name) for g in self)
 
+    def providers(self) -> dict[str, list[str]]:
+        """Provider names used per op over all graphs, e.g. ``{"rms_norm": ["flashinfer", "triton"]}``."""
+        out: dict[str, set[str]] = {}
+        for g in self:
+            for op, provs in g.providers().items():
+                out.setdefault(op, set()).update(provs)
+        return {k: sorted(v) for k, v in out.items()}
+
     @property
     def near_misses(self) -> list[NearMiss]:
         """Every near-miss over all graphs."""

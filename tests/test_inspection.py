@@ -3,6 +3,7 @@ near-miss reasons, the report's JSON form, the CLI and TORCH_LOGS=+rocm_fused.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -19,7 +20,7 @@ from rocm_inductor._compat import depyf_shim
 from rocm_inductor.inspection import _no_graph_caches
 from rocm_inductor.passes import all_passes
 from rocm_inductor.platform import Platform, PlatformDispatch
-from rocm_inductor.report import GraphReport
+from rocm_inductor.report import GraphReport, Match
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 depyf = pytest.importorskip("depyf")
@@ -269,6 +270,47 @@ def test_cli_bad_target_exits_2_with_one_line(tmp_path, capsys, target, msg):
     rc = main(["explain", target.format(dir=tmp_path, file=file)])
     err = capsys.readouterr().err
     assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--options", '{"bogus": 1}'], "unknown option(s) ['bogus']"),
+    (["--provider", "nope"], "option provider='nope' is not one of"),
+    (["--mode", "fast"], "unknown mode 'fast'"),
+    (["--options", "{not json"], "--options is not JSON"),
+])
+def test_cli_bad_options_exit_2_with_one_line(tmp_path, capsys, args, msg):
+    """An unknown option key, provider or mode gave a 50-line Dynamo traceback and exit status 1."""
+    from rocm_inductor.__main__ import main
+
+    file = _write_target(tmp_path, "import torch\n\ndef fn():\n    return torch.nn.RMSNorm(8), (torch.ones(2, 8),)\n")
+    with pytest.raises(SystemExit) if "JSON" in msg else contextlib.nullcontext() as exit_:
+        rc = main(["explain", f"{file}:fn", "--dry-run", *args])
+    rc = exit_.value.code if exit_ is not None else rc
+    err = capsys.readouterr().err
+    assert rc == 2 and msg in err and "Traceback" not in err, err
+    assert len([ln for ln in err.strip().splitlines() if "error:" in ln]) == 1, err
+
+
+def test_explain_raises_bad_options_itself_and_names_the_backend():
+    """explain() validates options/mode before compiling (a ValueError, not Dynamo's wrapped
+    BackendCompilerFailed at the first call); the backend it hands Dynamo is named like ours."""
+    from rocm_inductor.inspection import _dry_run_backend, _real_backend
+
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['bogus'\]"):
+        explain(torch.sin, torch.ones(2), options={"bogus": 1})
+    with pytest.raises(ValueError, match="unknown mode"):
+        explain(torch.sin, torch.ones(2), mode="fast")
+    assert _real_backend(None, None).__name__ == "rocm_fused" == _dry_run_backend(None, None).__name__
+
+
+def test_report_providers_over_graphs():
+    """``explain()`` / ``reports()`` return a Report: ``providers()`` works on it as on one graph's report."""
+    rep = explain(_ThreeNorms().eval(), torch.randn(2, 4, 16, dtype=torch.bfloat16), dry_run=True,
+                  options={"provider": "reference"})
+    assert rep.providers() == {"rms_norm": ["reference"]} == rep[0].providers()
+    two = Report([rep[0], GraphReport(graph_id=9, matches=[Match("rope", "rope", "triton")])])
+    assert two.providers() == {"rms_norm": ["reference"], "rope": ["triton"]}
+    assert Report().providers() == {}
 
 
 def test_report_groups_identical_gemm_lines_and_counts_them():
