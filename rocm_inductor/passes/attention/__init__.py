@@ -44,9 +44,10 @@ repeat with another mapping (``repeat`` / ``tile``: ``h -> h % Hkv``; an index n
 not ``arange(Hq) // g``), non-4D or batch-broadcast q/k/v, dtypes the op does not take, a mask that does not
 broadcast, a math-form fill the op cannot mean exactly (a finite fill above -2**127, e.g. float16's finfo.min
 -65504 or -1e4: its fully masked rows are uniform in eager, not reproducible by an additive or bool mask),
-every other math-form attention not taken (a softmax over bmm scores feeding a bmm: 3D bmm attention, a tensor
-scale, an unrecognised mask or softmax spelling; none is skipped silently), a symbolic head_dim without a scale,
-and whatever the chosen provider's ``check`` refuses (head_dim, layout).
+attention with sinks (GPT-OSS: ``softmax(cat([s, sinks], -1))[..., :-1]``; the op has no sinks), every other
+math-form attention not taken (a softmax over bmm scores feeding a bmm: 3D bmm attention, a tensor scale, an
+unrecognised mask or softmax spelling; none is skipped silently), a symbolic head_dim without a scale, and
+whatever the chosen provider's ``check`` refuses (head_dim, layout).
 Numerics: the op computes scores, softmax and P @ V in float32 and rounds once; a row
 the mask removes entirely returns zeros (SDPA's behaviour; HF's eager softmax would give NaN there).
 

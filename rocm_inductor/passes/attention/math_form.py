@@ -6,8 +6,8 @@ head), CPU SDPA's own decomposition (Dv != D, a 3D mask) and SDPA's math fallbac
 and the result cast back). Every node from the scores on must feed only this attention (the q/k/v/mask
 preparation may be shared, e.g. two attentions over one cache).
 Near-misses, each with its reason (a softmax over bmm scores feeding a bmm is never skipped silently): 3D bmm
-attention, a tensor scale, an unrecognised mask or softmax spelling, dropout on the probabilities, a fill the op cannot
-mean exactly, scores or probabilities used elsewhere (``output_attentions``).
+attention, a tensor scale, an unrecognised mask or softmax spelling, dropout on the probabilities, attention
+with sinks, a fill the op cannot mean exactly, scores or probabilities used elsewhere (``output_attentions``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ..fx import RESHAPES, is_call, known_equal, shape
 from .emit import Attention
 from .heads import strip_clones
 from .masks import WHERES, MaskSource, fill_mask, mask_source
-from .softmax import normalised_exp, reaches, softmax_input, strip_scale, under_dropout
+from .softmax import normalised_exp, reaches, softmax_input, strip_scale, under_dropout, with_sinks
 
 aten = torch.ops.aten
 _BMM = (aten.bmm.default,)
@@ -72,11 +72,14 @@ def _is_qk(n: Any) -> bool:
 
 def _not_softmax(p_raw: Any, p: Any) -> None:
     """``P @ V``'s left operand is no softmax we take: :class:`Miss` when it still is attention-like (dropout,
-    another softmax spelling over bmm scores), else None (not attention)."""
+    sinks, another softmax spelling over bmm scores), else None (not attention)."""
     inner = under_dropout(p)
     if inner is not None and softmax_input(inner) is not None:
         raise Miss("dropout on the attention probabilities (a random keep-mask in the graph, SDPA's math "
                    "form with dropout_p > 0): the op has no dropout")
+    if with_sinks(p):
+        raise Miss("attention with sinks (a logit column concatenated before the softmax and dropped after it): "
+                   "the op has no sinks, left to Inductor")
     if reaches(p_raw, normalised_exp, 6, stop=_BMM) and reaches(p_raw, _BMM, 12):
         raise Miss("the bmm's left operand is an exp / softmax of bmm scores in a spelling the pass does not "
                    "recognise as softmax(s, -1) (exp(s - amax(s)) / sum, its scale-folded or safe forms)")

@@ -1,10 +1,11 @@
 """The softmax of the math form: ``softmax(f * s, -1)`` in the spellings Inductor's post-grad graph holds, and
-dropout on the probabilities, which the pass names instead of taking.
+the probabilities' near relatives the pass names instead of taking (dropout, sinks).
 
 Covers: ``_softmax`` / ``_safe_softmax`` on the last dim; ``exp(s - amax(s)) / sum`` with or without an fp32
 up/down-cast; SDPA's safe-softmax ``where(row_empty, 0, p)``; Inductor's scale-folded ``softmax(x * c)`` pattern
 (``(y - amax(y)) * c``, and ``where(all_finite, stable, plain)`` on newer torch). Recognised only to be named in a
-near-miss: dropout on the probabilities (a random keep-mask).
+near-miss: dropout on the probabilities (a random keep-mask), and attention with sinks (GPT-OSS:
+``softmax(cat([s, sinks], -1))[..., :-1]``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 import torch
 from torch.fx import Node
 
-from ..fx import CONVERT, is_call, shape, val
+from ..fx import CONVERT, is_call, known_equal, shape, val
+from .heads import strip_clones
 from .masks import WHERES, scalar_value
 
 aten = torch.ops.aten
@@ -153,3 +155,28 @@ def under_dropout(p: Any) -> Any:
         random, n = True, (b if ra else a)
     return n if random else None
 
+
+def _cat_last(n: Node) -> bool:
+    """``n`` concatenates along the last dim (the sink column joins the scores)."""
+    return n.target is aten.cat.default and len(n.args) > 1 and n.args[1] in (-1, len(shape(n)) - 1)
+
+
+def with_sinks(p: Any) -> bool:
+    """``p`` is ``softmax(cat([s, sinks], -1))[..., :-1]`` with ``s`` computed from a bmm: attention with sinks
+    (GPT-OSS's eager attention: one logit per head joins every row of scores, its probability is dropped).
+
+    Args:
+        p: the probabilities operand of ``P @ V`` (its (B, H, Lq, Lkv) tensor, behind clones / one cast).
+    """
+    n = strip_convert(strip_clones(p))
+    if not is_call(n, aten.slice.Tensor):
+        return False
+    src, dim, start, end, step = (list(n.args) + [None] * 5)[:5]
+    full = shape(src)
+    if not full or dim not in (-1, len(full) - 1) or start not in (0, None) or step not in (1, None):
+        return False
+    if not (end == -1 or (end is not None and known_equal(end, full[-1] - 1))):
+        return False  # the last column (the sink's probability) is the one dropped
+    sf = softmax_input(src)
+    return sf is not None and reaches(sf[0], _cat_last, 3, stop=(aten.bmm.default,)) and \
+        reaches(sf[0], (aten.bmm.default,), 8)
