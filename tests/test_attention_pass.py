@@ -358,6 +358,58 @@ def test_math_form_v_head_dim_differs():
     torch.testing.assert_close(out, fn(q, k, v, None))
 
 
+class SinkAttention(torch.nn.Module):
+    """transformers' GPT-OSS ``eager_attention_forward`` (models/gpt_oss/modeling_gpt_oss.py, 5.x) over a
+    StaticCache-like buffer: the new K/V written with ``index_copy_`` at ``cache_position``, the unfilled slots
+    masked with ``finfo.min``, one query (decode)."""
+
+    def __init__(self, b=2, hq=8, hkv=2, max_len=24, d=16, dtype=torch.bfloat16):
+        super().__init__()
+        self.num_key_value_groups, self.scaling = hq // hkv, d**-0.5
+        self.sinks = torch.nn.Parameter(torch.randn(hq, generator=torch.Generator().manual_seed(8)).to(dtype))
+        self.register_buffer("keys", torch.zeros(b, hkv, max_len, d, dtype=dtype))
+        self.register_buffer("values", torch.zeros(b, hkv, max_len, d, dtype=dtype))
+
+    def forward(self, query, key, value, cache_position):
+        self.keys.index_copy_(2, cache_position, key)
+        self.values.index_copy_(2, cache_position, value)
+        slots = torch.arange(self.keys.shape[2], device=query.device)
+        attention_mask = torch.zeros(slots.shape, dtype=query.dtype).masked_fill(
+            slots > cache_position[-1], torch.finfo(query.dtype).min)[None, None, None, :]
+        key_states = repeat_kv(self.keys, self.num_key_value_groups)
+        value_states = repeat_kv(self.values, self.num_key_value_groups)
+        attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * self.scaling
+        attn_weights = attn_weights + attention_mask
+        sinks = self.sinks.reshape(1, -1, 1, 1).expand(query.shape[0], -1, query.shape[-2], -1)
+        combined_logits = torch.cat([attn_weights, sinks], dim=-1)
+        combined_logits = combined_logits - combined_logits.max(dim=-1, keepdim=True).values
+        probs = F.softmax(combined_logits, dim=-1, dtype=combined_logits.dtype)
+        scores = probs[..., :-1]  # we drop the sink here
+        attn_weights = F.dropout(scores, p=0.0, training=self.training).to(value_states.dtype)
+        attn_output = torch.matmul(attn_weights, value_states)
+        return attn_output.transpose(1, 2).contiguous()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_math_form_attention_with_sinks_is_a_near_miss(dtype):
+    """GPT-OSS's attention with sinks (a per-head logit concatenated to the scores before the softmax, its
+    column dropped after it) is left to Inductor with a near-miss that names the sinks (the op has none); it
+    was reported as a softmax spelling the pass does not recognise."""
+    q, k, v = qkv(lq=1, lkv=1, dtype=dtype)
+    pos = torch.tensor([5])
+    eager, comp = SinkAttention(dtype=dtype).eval(), SinkAttention(dtype=dtype).eval()
+    out, seen = compile_run(comp, q, k, v, pos, options={"provider": "reference"})
+    assert all(c.report.error is None and c.after[OP] == 0 for c in seen), [c.after for c in seen]
+    assert attention_matches(seen) == []
+    (miss,) = attention_misses(seen)
+    assert miss.what == "attention (bmm, softmax, bmm)", miss
+    assert miss.reason == ("attention with sinks (a logit column concatenated before the softmax and dropped "
+                           "after it): the op has no sinks, left to Inductor"), miss.reason
+    with torch.no_grad():
+        want = eager(q, k, v, pos)
+    torch.testing.assert_close(out, want)
+
+
 # ------------------------------------------------------------------ CUDA SDPA variants, built on meta tensors
 
 

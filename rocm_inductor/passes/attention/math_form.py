@@ -1,0 +1,187 @@
+"""The math-form candidate: ``reshape(bmm(softmax(s), v))`` with ``s = c * reshape(bmm(a * q, b * k^T)) (+ mask |
+masked_fill(~m, -inf | v) | where(m, s, -inf | v))``; scale = a * b * c (softmax spellings: ``softmax.py``).
+
+Covers HF's eager attention, K/V of 1 head broadcast over q's heads by ``matmul`` (MQA, the op reads the one kv
+head), CPU SDPA's own decomposition (Dv != D, a 3D mask) and SDPA's math fallback (half q/k/v up-cast to float32
+and the result cast back). Every node from the scores on must feed only this attention (the q/k/v/mask
+preparation may be shared, e.g. two attentions over one cache).
+Near-misses, each with its reason (a softmax over bmm scores feeding a bmm is never skipped silently): 3D bmm
+attention, a tensor scale, an unrecognised mask or softmax spelling, dropout on the probabilities, attention
+with sinks, a fill the op cannot mean exactly, scores or probabilities used elsewhere (``output_attentions``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.fx import Node
+
+from ..contract import Miss
+from ..fx import RESHAPES, is_call, known_equal, shape
+from .emit import Attention
+from .heads import strip_clones
+from .masks import WHERES, MaskSource, fill_mask, mask_source
+from .softmax import normalised_exp, reaches, softmax_input, strip_scale, under_dropout, with_sinks
+
+aten = torch.ops.aten
+_BMM = (aten.bmm.default,)
+
+
+def _unflatten(n: Any) -> Any:
+    """The 4D tensor behind a bmm operand ``reshape(clone(expand(x4)), [B*H, X, Y])`` (expand, clone optional; the
+    expand may broadcast x4's size-1 batch / head dims, as ``matmul`` does for MQA's 1-head K/V), or None."""
+    if not is_call(n, *RESHAPES):
+        return None
+    x = strip_clones(n.args[0])  # matmul's broadcast of a 1-head K/V: reshape(clone(expand(k^T)))
+    if is_call(x, aten.expand.default) and len(shape(x.args[0])) == len(shape(x)):
+        x = x.args[0]
+    return x if len(shape(x)) == 4 else None
+
+
+def _qk_or_why(n: Any) -> tuple[Any, Any, float] | str:
+    """``(q, k, scale)`` of scores ``n = c * reshape(bmm(reshape(a * q), reshape(b * k^T)))``, else why not."""
+    n, c = strip_scale(n)
+    if is_call(n, aten.mul.Tensor, aten.div.Tensor) and len(n.args) == 2 and not isinstance(n.args[1], (int, float)):
+        return (f"the scores are scaled by {getattr(n.args[1], 'name', n.args[1])}, not a compile-time number "
+                "(the op's scale is a float)")
+    if is_call(n, *_BMM):
+        return "the scores are a 3D bmm over (B*H, Lq, Lkv), not a (B, H, Lq, Lkv) view: the op takes (B, H, L, D)"
+    if not (is_call(n, *RESHAPES) and len(shape(n)) == 4 and is_call(n.args[0], *_BMM)):
+        what = n.target if isinstance(n, Node) else n
+        return (f"the softmax input is {what}, not c * (q @ k^T) viewed (B, H, Lq, Lkv), with a mask (if any) "
+                "added or masked_fill(~m, -inf | finfo.min) after the scaling")
+    q4, k4 = (_unflatten(x) for x in n.args[0].args)
+    if q4 is None or k4 is None:
+        return "the operands of the scores' bmm are not (B*H)-flattened 4D q and k^T"
+    q, a = strip_scale(q4)
+    kt, b = strip_scale(k4)
+    if is_call(kt, aten.permute.default) and list(kt.args[1]) == [0, 1, 3, 2]:
+        k = kt.args[0]
+    elif is_call(kt, aten.transpose.int) and sorted(d % 4 for d in kt.args[1:3]) == [2, 3]:
+        k = kt.args[0]
+    else:
+        return f"the scores' second bmm operand is {getattr(kt, 'target', kt)}, not k.transpose(-1, -2) of a 4D K"
+    return q, k, a * b * c
+
+
+def _is_qk(n: Any) -> bool:
+    """``n`` is scores ``c * (q @ k^T)`` (see :func:`_qk_or_why`)."""
+    return not isinstance(_qk_or_why(n), str)
+
+
+def _not_softmax(p_raw: Any, p: Any) -> None:
+    """``P @ V``'s left operand is no softmax we take: :class:`Miss` when it still is attention-like (dropout,
+    sinks, another softmax spelling over bmm scores), else None (not attention)."""
+    inner = under_dropout(p)
+    if inner is not None and softmax_input(inner) is not None:
+        raise Miss("dropout on the attention probabilities (a random keep-mask in the graph, SDPA's math "
+                   "form with dropout_p > 0): the op has no dropout")
+    if with_sinks(p):
+        raise Miss("attention with sinks (a logit column concatenated before the softmax and dropped after it): "
+                   "the op has no sinks, left to Inductor")
+    if reaches(p_raw, normalised_exp, 6, stop=_BMM) and reaches(p_raw, _BMM, 12):
+        raise Miss("the bmm's left operand is an exp / softmax of bmm scores in a spelling the pass does not "
+                   "recognise as softmax(s, -1) (exp(s - amax(s)) / sum, its scale-folded or safe forms)")
+
+
+def _scores_and_mask(s: Node, factor: float) -> tuple[Any, MaskSource, tuple[Any, Any, float]]:
+    """The scores, mask and ``(q, k, scale)`` behind the softmax input ``s`` (softmax(factor * s)).
+
+    Raises:
+        Miss: the scores are not ``c * q @ k^T`` or the mask spelling is not taken.
+    """
+    mask = MaskSource(None, "none")
+    scores = s
+    # softmax(factor * s) with factor != 1 (Inductor's scale-folded softmax): a mask inside s would be scaled
+    # too, so only s = c * q @ k^T is taken there
+    if factor != 1.0:
+        filled = None
+    elif is_call(s, aten.add.Tensor) and len(s.args) == 2 and all(isinstance(x, Node) for x in s.args):
+        filled = None
+        for i in (0, 1):
+            if _is_qk(s.args[i]):
+                scores, mask = s.args[i], mask_source(s.args[1 - i])
+                break
+    else:
+        filled = fill_mask(s, _is_qk)
+    if filled is not None:
+        scores, mask = filled
+    qk = _qk_or_why(scores)
+    if isinstance(qk, str):
+        if scores is s and is_call(s, aten.add.Tensor, *WHERES):  # report the operand that holds the bmm
+            sides = [x for x in s.args if isinstance(x, Node) and reaches(x, _BMM, 8)]
+            if len(sides) == 1:
+                qk = _qk_or_why(sides[0])
+        raise Miss(qk if isinstance(qk, str) else "the scores' mask spelling is not an additive / bool mask or "
+                   "masked_fill(~m, -inf | finfo.min)")
+    return scores, mask, qk
+
+
+def _check_private(bmm2: Node, out: Node, stop: set, scores: Node) -> None:
+    """Every node computed from the scores (``bmm(q, k^T)`` onwards) up to ``bmm2`` feeds only this attention
+    (else probabilities or scores are returned, e.g. ``output_attentions``, and the rewrite would compute them
+    twice); the operand preparation (q/k/v flattening views, mask conversions) may also feed another attention
+    over the same K/V.
+
+    Raises:
+        Miss: a score / probability node has a user outside the attention.
+    """
+    inside, todo = set(), [bmm2]
+    while todo:
+        n = todo.pop()
+        if n in inside or n in stop or not isinstance(n, Node) or n.op != "call_function":
+            continue
+        inside.add(n)
+        todo.extend(a for a in n.all_input_nodes)
+    bmm1 = strip_scale(scores)[0].args[0]
+    on_scores: set[Node] = set()
+    for n in bmm2.graph.nodes:  # topological order
+        if n in inside and (n is bmm1 or any(a in on_scores for a in n.all_input_nodes)):
+            on_scores.add(n)
+    for n in inside:
+        if not n.all_input_nodes or n not in on_scores:
+            continue  # constants (full / scalar_tensor) and operand preparation may be shared
+        extra = [u for u in n.users if u not in inside and u is not out]
+        if extra:
+            raise Miss(f"{n.name} (attention scores / probabilities) is also used by {extra[0].name} "
+                       "(output_attentions?): rewriting would compute the attention twice")
+
+
+def math_candidate(bmm2: Node) -> Attention | None:
+    """The :class:`~.emit.Attention` of a decomposed attention ending in ``bmm2`` (``softmax(q k^T * s + m) @ v``),
+    None when ``bmm2`` is not one.
+
+    Raises:
+        Miss: it is one that cannot be rewritten (any softmax over the output of a bmm feeding ``bmm2``: none of
+            them is skipped silently).
+    """
+    p_raw = bmm2.args[0]
+    p4, v4 = (_unflatten(x) for x in bmm2.args)
+    p = p4 if p4 is not None else p_raw
+    sf = softmax_input(p)
+    if sf is None:
+        _not_softmax(p_raw, p)
+        return None
+    s, factor = sf
+    if not reaches(s, _BMM, 8):
+        return None  # a softmax over something other than q @ k^T (e.g. routing weights): not attention
+    # from here on the graph holds softmax(bmm(...)) @ v: every refusal is a near-miss with its reason
+    users = list(bmm2.users)
+    if len(users) != 1 or not is_call(users[0], *RESHAPES) or len(shape(users[0])) != 4 or p4 is None or v4 is None:
+        raise Miss("the attention is a 3D bmm over (B*H, L, D) (P @ V not a view of (B, H, Lq, Dv) / its "
+                   "operands not flattened 4D tensors): the op takes (B, H, L, D)")
+    out = users[0]
+    scores, mask, (q, k, scale) = _scores_and_mask(s, factor)
+    scale = scale * factor
+    qs, ks_, vs_, ss, os_ = (shape(x) for x in (q, k, v4, scores, out))
+    if not (len(qs) == len(ks_) == len(vs_) == 4 and len(ss) == 4 and len(os_) == 4):
+        raise Miss(f"q/k/v/scores/output ranks {len(qs)}/{len(ks_)}/{len(vs_)}/{len(ss)}/{len(os_)}, not 4D")
+    want_s, want_o = (qs[0], qs[1], qs[2], ks_[2]), (qs[0], qs[1], qs[2], vs_[3])
+    if not (all(known_equal(a, b) for a, b in zip(ss, want_s, strict=True))
+            and all(known_equal(a, b) for a, b in zip(os_, want_o, strict=True)) and known_equal(vs_[2], ks_[2])):
+        raise Miss(f"scores {ss} / output {os_} are not (B, H, Lq, Lkv) / (B, H, Lq, Dv) of q {qs}, k {ks_}, "
+                   f"v {vs_}: the (B*H) flattening is not undone in (B, H, L, D) order (q broadcast over K/V's "
+                   "heads?)")
+    _check_private(bmm2, out, {q, k, v4} | ({mask.node} if mask.node is not None else set()), scores)
+    return Attention(out, False, q, k, v4, mask, scale, "the math form (bmm, softmax, bmm)")
