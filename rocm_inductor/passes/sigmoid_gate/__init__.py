@@ -9,7 +9,7 @@ Covers (after ``canonicalize``), in float16/bfloat16/float32, static or dynamic 
   dtype (no broadcast) and the product feeds a projection (``mm``/``addmm``/``bmm`` activation operand,
   through views). Feeding a projection is what makes the extern op free: the matmul ends Inductor's
   fusion anyway, while a product that feeds more elementwise ops is better left fused (reported).
-- through casts (discovery, issue 15): ``x * sigmoid(g.float()).to(x.dtype)`` (BailingHybrid's spelling),
+- through casts (discovery): ``x * sigmoid(g.float()).to(x.dtype)`` (BailingHybrid's spelling),
   ``(x.float() * sigmoid(g.float())).to(x.dtype)`` (Inkling2), ``(x * sigmoid(g.float())).to(x.dtype)``: found
   from the sigmoid, verified against ``sigmoid_gate_ref`` on random inputs (passes/discover.py), rewritten;
 Deliberately left alone (silently: they are not this op):
@@ -20,161 +20,45 @@ Deliberately left alone (silently: they are not this op):
 - a router's / shared expert's sigmoid that broadcasts (``sigmoid(gate(h))`` of shape (T, 1) times (T, H)).
 Training graphs keep the sigmoid for backward, so nothing matches there (reported as a near-miss).
 
+The steps (``passes/contract.py``): ``prepare`` runs the two-row pattern family (the plain form); ``find`` ..
+``emit`` discover the cast forms from each sigmoid; ``finish`` reports the gates whose sigmoid is also used.
+
    x ──────────────┐
    g ─► sigmoid ─► * ─► view ─► mm        ==>     rocm_fused::sigmoid_gate(x, g) ─► view ─► mm
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-import operator
-from typing import Any
+import dataclasses
+from collections.abc import Iterable
 
 import torch
-from torch._inductor.pattern_matcher import Match, PatternMatcherPass, fwd_only, register_replacement
 from torch.fx import Graph, Node
-from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from ..ops.sigmoid_gate import DTYPES, gate_spec
-from ..registry import ops_of
-from ..report import Match as MatchRecord
-from ..report import NearMiss, describe, dtype_name, location_of
-from .context import PassContext, current_context
+from ...ops.sigmoid_gate import DTYPES, gate_spec
+from ...platform import Choice
+from ...registry import ops_of
+from ...report import Match as MatchRecord
+from ...report import NearMiss, describe, dtype_name, location_of
+from .. import discover
+from ..context import PassContext
+from ..contract import Candidate, Miss, RewritePass, choose_or_miss
+from ..fx import CONVERT, insert_call, is_call, strip_casts, val
+from .kind import (  # noqa: F401  (FORWARD_OPS, PROJECTIONS, VIEW_OPS, source: importable here)
+    FORWARD_OPS,
+    NOT_PROJECTED,
+    PROJECTIONS,
+    VIEW_OPS,
+    WHAT,
+    dtype_reason,
+    feeds_projection,
+    not_this_op,
+    same_shape,
+    source,
+)
+from .patterns import SEARCHES, extra_check, patterns  # noqa: F401  (SEARCHES, extra_check: importable here)
 
 aten = torch.ops.aten
-
-#: Ops that only re-view, slice, copy or split a tensor: an operand's "source" is found through them.
-VIEW_OPS: frozenset[Any] = frozenset({
-    aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.clone.default,
-    aten.permute.default, aten.transpose.int, aten.t.default, aten.slice.Tensor, aten.select.int,
-    aten.squeeze.dim, aten.squeeze.dims, aten.unsqueeze.default, aten.alias.default, aten.split.Tensor,
-    aten.split_with_sizes.default, aten.chunk.default, aten.narrow.default, operator.getitem,
-})
-#: Ops through which the gate's output may travel on its way to the projection (shape-only changes).
-FORWARD_OPS: frozenset[Any] = frozenset({
-    aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.clone.default,
-    aten.alias.default,
-})
-#: Projections: target -> index of the activation operand (``addmm(bias, input, weight)``).
-PROJECTIONS: dict[Any, int] = {aten.mm.default: 0, aten.addmm.default: 1, aten.bmm.default: 0}
-if hasattr(aten, "_scaled_mm"):
-    PROJECTIONS[aten._scaled_mm.default] = 0
-
-#: Pattern table: operand order -> search function (``canonicalize`` keeps the written order of two
-#: same-shape operands, so both orders occur in real code).
-SEARCHES = {
-    "gate_last": lambda x, g: x * torch.sigmoid(g),
-    "gate_first": lambda x, g: torch.sigmoid(g) * x,
-}
-
-
-def _replace(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    choice = current_context().pending
-    assert choice is not None and choice.provider is not None
-    return torch.ops.rocm_fused.sigmoid_gate(x, g, choice.provider)
-
-
-def source(node: Any) -> Any:
-    """The node ``node`` is a view / slice / split / copy of (itself when it is none of these)."""
-    while isinstance(node, Node) and node.op == "call_function" and node.target in VIEW_OPS and node.args:
-        node = node.args[0]
-    return node
-
-
-def _projection_input(node: Any) -> Any:
-    """When ``node`` (through views) is a projection's output, the source of its activation; else None."""
-    s = source(node)
-    if isinstance(s, Node) and s.op == "call_function" and s.target in PROJECTIONS:
-        return source(s.args[PROJECTIONS[s.target]])
-    return None
-
-
-def not_this_op(x: Node, g: Node) -> str | None:
-    """Why ``x * sigmoid(g)`` is SiLU or a GLU activation rather than an output gate (None if it is a gate).
-
-    Args:
-        x: the multiplied operand's node; g: the sigmoid's input node.
-    """
-    sx, sg = source(x), source(g)
-    if sx is sg:
-        return "SiLU" if x is g else "GLU (both operands slices of one tensor)"
-    px, pg = _projection_input(x), _projection_input(g)
-    if px is not None and px is pg:
-        return "GLU MLP (both operands projections of one activation)"
-    return None
-
-
-def feeds_projection(node: Node) -> bool:
-    """True when ``node``'s value reaches a projection's activation operand through shape-only ops."""
-    todo, seen = [node], set()
-    while todo:
-        n = todo.pop()
-        for u in n.users:
-            if u in seen or u.op != "call_function":
-                continue
-            seen.add(u)
-            idx = PROJECTIONS.get(u.target)
-            if idx is not None and len(u.args) > idx and u.args[idx] is n:
-                return True
-            if u.target in FORWARD_OPS and u.args and u.args[0] is n:
-                todo.append(u)
-    return False
-
-
-def _same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.ndim != b.ndim:
-        return False
-    return all(statically_known_true(p == q) for p, q in zip(a.shape, b.shape, strict=True))
-
-
-def extra_check(match: Match) -> bool:
-    """Validate one ``x * sigmoid(g)`` match, choose the provider, record the outcome."""
-    ctx = current_context()
-    x_node, g_node = match.kwargs["x"], match.kwargs["g"]
-    if not (isinstance(x_node, Node) and isinstance(g_node, Node)):
-        return False  # a constant factor: not a gate
-    x, g = x_node.meta.get("val"), g_node.meta.get("val")
-    mul = match.output_nodes()[0]
-    out = mul.meta.get("val")
-    if not all(isinstance(v, torch.Tensor) for v in (x, g, out)):
-        return False
-    if not _same_shape(x, g) or not _same_shape(x, out):
-        return False  # broadcast (router / shared-expert sigmoid, per-head scalar gate): not this op
-    if not_this_op(x_node, g_node) is not None:
-        return False
-    sig = next((n for n in match.nodes if n.target is aten.sigmoid.default), mul)
-    anchor, where = sig.name, location_of(mul)
-
-    def miss(reason: str) -> bool:
-        ctx.near_miss(anchor, NearMiss("sigmoid_gate", "sigmoid gate", reason, where))
-        return False
-
-    if x.dtype not in DTYPES or g.dtype != x.dtype or out.dtype != x.dtype:
-        return miss(f"dtypes x={dtype_name(x)}, gate={dtype_name(g)}, out={dtype_name(out)}: the op takes one of "
-                    "float16/bfloat16/float32 for all three")
-    if not feeds_projection(mul):
-        return miss("the product does not feed a projection (mm/addmm/bmm): Inductor fuses it with its "
-                    "elementwise neighbours, a separate op would cost a kernel")
-    choice = ctx.choose("sigmoid_gate", gate_spec(x, g))
-    if choice.provider is None:
-        return miss(choice.why_not)
-    ctx.pending = choice
-    shape, dtype = describe(x)
-    ctx.matched(anchor, MatchRecord("sigmoid_gate", "sigmoid_gate", choice.provider, shape, dtype, where))
-    return True
-
-
-@functools.lru_cache(maxsize=1)
-def patterns() -> PatternMatcherPass:
-    """The pattern family (registered once per process). One dtype suffices: the pattern has no casts."""
-    pm = PatternMatcherPass(pass_name="rocm_fused_sigmoid_gate")
-    extra = {"skip_duplicates": True} if "skip_duplicates" in inspect.signature(
-        register_replacement).parameters else {}
-    for search in SEARCHES.values():
-        args = [torch.empty(2, 8, dtype=torch.bfloat16), torch.empty(2, 8, dtype=torch.bfloat16)]
-        register_replacement(search, _replace, args, fwd_only, [pm], extra_check=extra_check, **extra)
-    return pm
 
 
 def _leftovers(graph: Graph, ctx: PassContext) -> None:
@@ -187,109 +71,116 @@ def _leftovers(graph: Graph, ctx: PassContext) -> None:
                 continue
             x = mul.args[1] if mul.args[0] is sig else mul.args[0]
             g = sig.args[0]
-            xv, gv = getattr(x, "meta", {}).get("val"), g.meta.get("val") if isinstance(g, Node) else None
-            if not (isinstance(xv, torch.Tensor) and isinstance(gv, torch.Tensor) and _same_shape(xv, gv)):
+            xv, gv = val(x), val(g)
+            if not (isinstance(xv, torch.Tensor) and isinstance(gv, torch.Tensor) and same_shape(xv, gv)):
                 continue
             if not_this_op(x, g) is None and feeds_projection(mul):
                 ctx.near_miss(sig.name, NearMiss(
-                    "sigmoid_gate", "sigmoid gate", "not rewritten: the sigmoid is also used elsewhere "
+                    "sigmoid_gate", WHAT, "not rewritten: the sigmoid is also used elsewhere "
                     "(training graph: backward keeps it)", location_of(mul)), overwrite=False)
 
 
-_CONVERT = torch.ops.prims.convert_element_type.default
+@dataclasses.dataclass
+class Gate:
+    """A cast spelling of the gate found from its sigmoid: ``x``, ``g`` (casts stripped), the product ``mul``,
+    the region's output ``out`` (the last node of x's shape and dtype), the verdict (set by ``gate``)."""
+
+    x: Node
+    g: Node
+    mul: Node
+    out: Node
+    verdict: discover.Verdict | None = None
 
 
-def _strip_casts(n: Any) -> Any:
-    while isinstance(n, Node) and n.op == "call_function" and n.target is _CONVERT:
-        n = n.args[0]
-    return n
+def _read(cand: Candidate) -> Gate:
+    """The gate below the candidate's sigmoid: a cast form the pattern family did not see. Sets ``cand.where``
+    to the multiply, whose line the near-misses name.
 
-
-def _discover(graph: Graph, ctx: PassContext) -> None:
-    """Gates the pattern family missed because of casts (``x * sigmoid(g.float()).to(x.dtype)``,
-    ``(x.float() * sigmoid(g.float())).to(x.dtype)``): found from the sigmoid, region verified against
-    ``sigmoid_gate_ref`` (passes/discover.py), rewritten; a candidate not rewritten is a near-miss."""
-    from ..providers.reference import sigmoid_gate_ref
-    from . import discover
-    from .canonicalize import insert_call
-
-    for sig in list(graph.find_nodes(op="call_function", target=aten.sigmoid.default)):
-        if sig.graph is not graph or len(sig.users) != 1 or not isinstance(sig.args[0], Node):
-            continue
-        g = _strip_casts(sig.args[0])
-        cur, mul, chain = sig, None, []
-        while len(cur.users) == 1:
-            u = next(iter(cur.users))
-            if u.op != "call_function" or u.target not in (_CONVERT, aten.mul.Tensor) or (
-                    u.target is aten.mul.Tensor and mul is not None):
+    Raises:
+        Miss: silent when it is no gate (no multiply, the plain form, broadcast, SiLU / GLU); with the reason
+            when the dtypes or the consumer rule the op out.
+    """
+    sig = cand.anchor
+    if len(sig.users) != 1 or not isinstance(sig.args[0], Node):
+        raise Miss("", silent=True)
+    g = strip_casts(sig.args[0])
+    cur, mul, chain = sig, None, []
+    while len(cur.users) == 1:
+        u = next(iter(cur.users))
+        if not is_call(u, CONVERT, aten.mul.Tensor) or (u.target is aten.mul.Tensor and mul is not None):
+            break
+        if u.target is aten.mul.Tensor:
+            if len(u.args) != 2 or not all(isinstance(a, Node) for a in u.args):
                 break
-            if u.target is aten.mul.Tensor:
-                if len(u.args) != 2 or not all(isinstance(a, Node) for a in u.args):
-                    break
-                mul = u
-            chain.append(u)
-            cur = u
-        if mul is None or (sig.args[0] is g and chain[0] is mul and len(chain) == 1):
-            continue  # no multiply, or the plain uncast form (the pattern family saw it)
-        xp = mul.args[1] if _strip_casts(mul.args[0]) is sig or mul.args[0] in chain else mul.args[0]
-        x = _strip_casts(xp)
-        if not isinstance(x, Node) or not isinstance(g, Node):
-            continue
-        xv, gv = x.meta.get("val"), g.meta.get("val")
-        if not (isinstance(xv, torch.Tensor) and isinstance(gv, torch.Tensor)) or not _same_shape(xv, gv):
-            continue  # broadcast (router / shared-expert sigmoid): not this op
-        if not_this_op(x, g) is not None:
-            continue  # SiLU / GLU
-        outs = [n for n in chain[chain.index(mul):] if n.meta["val"].dtype == xv.dtype
-                and _same_shape(n.meta["val"], xv)]
-        where = location_of(mul)
-
-        def miss(reason: str, anchor: Node = sig, where: str = where) -> None:
-            ctx.near_miss(anchor.name, NearMiss("sigmoid_gate", "sigmoid gate", reason, where))
-
-        if not outs:
-            miss(f"the product's dtype differs from x ({dtype_name(xv)}) with no cast back: the op returns x's dtype")
-            continue
-        out = outs[-1]
-        if xv.dtype not in DTYPES or gv.dtype != xv.dtype:
-            miss(f"dtypes x={dtype_name(xv)}, gate={dtype_name(gv)}: the op takes one of float16/bfloat16/float32 "
-                 "for both")
-            continue
-        if not feeds_projection(out):
-            miss("the product does not feed a projection (mm/addmm/bmm): Inductor fuses it with its "
-                 "elementwise neighbours, a separate op would cost a kernel")
-            continue
-        region = discover.extract([x, g], [out])
-        if isinstance(region, str):
-            miss(f"not rewritten: {region}")
-            continue
-        v = discover.verify(region, "sigmoid_gate", (), lambda a, b: (a * torch.sigmoid(b),),
-                            lambda a, b: (sigmoid_gate_ref(a, b),))
-        if not v.ok:
-            miss(f"verification failed: {v.reason}")
-            continue
-        choice = ctx.choose("sigmoid_gate", gate_spec(xv, gv))
-        if choice.provider is None:
-            miss(choice.why_not)
-            continue
-        new = insert_call(graph, out, torch.ops.rocm_fused.sigmoid_gate.default, (x, g, choice.provider), like=mul)
-        out.replace_all_uses_with(new)
-        shape, dtype = describe(xv)
-        note = "; ".join(t for t in ("found by discovery, verified" + (" (cached)" if v.cached else ""), v.note,
-                                     *choice.reasons) if t)
-        ctx.matched(sig.name, MatchRecord("sigmoid_gate", "sigmoid_gate", choice.provider, shape, dtype, where,
-                                          note))
-        graph.eliminate_dead_code()
+            mul = u
+        chain.append(u)
+        cur = u
+    if mul is None or (sig.args[0] is g and chain[0] is mul and len(chain) == 1):
+        raise Miss("", silent=True)  # no multiply, or the plain uncast form (the pattern family saw it)
+    cand.where = mul
+    xp = mul.args[1] if strip_casts(mul.args[0]) is sig or mul.args[0] in chain else mul.args[0]
+    x = strip_casts(xp)
+    xv, gv = val(x), val(g)
+    if not (isinstance(xv, torch.Tensor) and isinstance(gv, torch.Tensor)) or not same_shape(xv, gv):
+        raise Miss("", silent=True)  # broadcast (router / shared-expert sigmoid): not this op
+    if not_this_op(x, g) is not None:
+        raise Miss("", silent=True)  # SiLU / GLU
+    outs = [n for n in chain[chain.index(mul):] if val(n).dtype == xv.dtype and same_shape(val(n), xv)]
+    if not outs:
+        raise Miss(f"the product's dtype differs from x ({dtype_name(xv)}) with no cast back: the op returns x's "
+                   "dtype")
+    if xv.dtype not in DTYPES or gv.dtype != xv.dtype:
+        raise Miss(dtype_reason(xv, gv))
+    if not feeds_projection(outs[-1]):
+        raise Miss(NOT_PROJECTED)
+    return Gate(x, g, mul, outs[-1])
 
 
-class SigmoidGatePass:
+class SigmoidGatePass(RewritePass):
     """The sigmoid output gate pass (see module docstring)."""
 
     name = "sigmoid_gate"
     ops = ops_of(name)
 
-    def __call__(self, graph: Graph, ctx: PassContext) -> None:
+    def prepare(self, graph: Graph, ctx: PassContext) -> None:
+        """The pattern family (the plain form); its ``extra_check`` records each outcome."""
         patterns().apply(graph)
         graph.eliminate_dead_code()
-        _discover(graph, ctx)
+
+    def find(self, graph: Graph, ctx: PassContext) -> Iterable[Candidate]:
+        """Every sigmoid left (``read`` skips what is no gate)."""
+        return [Candidate(sig, WHAT) for sig in graph.find_nodes(op="call_function", target=aten.sigmoid.default)]
+
+    def read(self, graph: Graph, ctx: PassContext, cand: Candidate) -> Gate:
+        """The cast form below the sigmoid (:func:`_read`)."""
+        return _read(cand)
+
+    def gate(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Gate) -> Choice:
+        """Extract and verify the region against ``sigmoid_gate_ref``, then choose the provider."""
+        from ...providers.reference import sigmoid_gate_ref
+
+        region = discover.extract([params.x, params.g], [params.out])
+        if isinstance(region, str):
+            raise Miss(f"not rewritten: {region}")
+        params.verdict = discover.verify(region, "sigmoid_gate", (), lambda a, b: (a * torch.sigmoid(b),),
+                                         lambda a, b: (sigmoid_gate_ref(a, b),))
+        if not params.verdict.ok:
+            raise Miss(f"verification failed: {params.verdict.reason}")
+        return choose_or_miss(ctx, "sigmoid_gate", gate_spec(val(params.x), val(params.g)))
+
+    def emit(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Gate, choice: Choice) -> MatchRecord:
+        """Replace the region's output by the op; the record notes it was discovered and verified."""
+        x, g, out, v = params.x, params.g, params.out, params.verdict
+        new = insert_call(graph, out, torch.ops.rocm_fused.sigmoid_gate.default, (x, g, choice.provider),
+                          like=params.mul)
+        out.replace_all_uses_with(new)
+        shape, dtype = describe(val(x))
+        note = "; ".join(t for t in ("found by discovery, verified" + (" (cached)" if v.cached else ""), v.note,
+                                     *choice.reasons) if t)
+        graph.eliminate_dead_code()
+        return MatchRecord("sigmoid_gate", "sigmoid_gate", choice.provider, shape, dtype, location_of(params.mul),
+                           note)
+
+    def finish(self, graph: Graph, ctx: PassContext) -> None:
+        """Report the gates whose sigmoid is also used elsewhere (:func:`_leftovers`)."""
         _leftovers(graph, ctx)
