@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from graph_utils import assert_contract, compile_run
+from graph_utils import assert_contract, capture, compile_run
 from norm_spellings import (
+    DISCOVERED,
     OFFSET,
     SPELLINGS,
     Functional,
@@ -170,6 +171,46 @@ def test_eps_as_tensor_is_a_clean_skip():
     assert g.after[RMS] == 0
     assert any("eps is a tensor" in n.reason for n in g.report.near_misses), g.report
     torch.testing.assert_close(out, m(x, eps))
+
+
+def test_layernorm_near_miss_says_layernorm():
+    """A LayerNorm spelled by hand (x - mean, var, rsqrt) is reported as what it is: "LayerNorm" under the
+    report's "op / found" column, not "RMSNorm"."""
+    m = ManualLayerNorm()
+    x = torch.randn(4, 64)
+    out, (g,) = compile_run(m, x, x, options={"provider": "reference"})
+    misses = [n for n in g.report.near_misses if n.pass_name == "rms_norm"]
+    assert misses and all(n.what == "LayerNorm" for n in misses), g.report
+    assert all(n.reason == "LayerNorm (mean subtracted), not RMSNorm: left to Inductor" for n in misses), g.report
+    torch.testing.assert_close(out, m(x, x))
+
+
+@pytest.mark.parametrize("spelling", ["hf_llama", "imagegpt_div"])  # the pattern path, the discovery path
+def test_eps_lifted_by_a_recompile_names_the_cause(spelling):
+    """Changing a float eps between calls recompiles with automatic dynamic shapes (dynamic=None, the default):
+    Dynamo then passes eps as a graph input. The near-miss says so, not that dynamic=True (never passed) did it,
+    and its advice holds: torch._dynamo.config.specialize_float=True keeps eps a constant."""
+    make = SPELLINGS.get(spelling) or DISCOVERED[spelling]
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    for specialize in (False, True):
+        m = Single(make().to(torch.bfloat16))
+        torch._dynamo.reset()
+        with torch._dynamo.config.patch(specialize_float=specialize), capture() as seen, torch.no_grad():
+            f = torch.compile(m, backend="rocm_fused", options={"provider": "reference", "strict": True})
+            f(x, x)
+            m.n.eps = 1e-3
+            out = f(x, x)
+        torch.testing.assert_close(out, m(x, x))
+        assert len(seen) == 2 and seen[0].after[RMS] == 1, seen
+        if specialize:
+            assert seen[1].after[RMS] == 1 and not seen[1].report.near_misses, seen[1].report
+            continue
+        assert seen[1].after[RMS] == 0, seen[1].report
+        (miss,) = seen[1].report.near_misses
+        assert miss.reason.startswith("eps is a graph input, not a compile-time constant"), miss.reason
+        assert "after a recompile with automatic dynamic shapes" in miss.reason, miss.reason
+        assert "torch._dynamo.config.specialize_float=True keeps it a constant" in miss.reason, miss.reason
+        assert "dynamic=True turns" not in miss.reason, miss.reason
 
 
 @pytest.mark.parametrize("shape", [(0, 64), (3, 769), (2, 4100)])

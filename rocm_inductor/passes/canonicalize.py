@@ -26,7 +26,7 @@ import torch
 from torch._inductor.fx_passes.post_grad import remove_noop_ops
 from torch.fx import Graph, Node
 
-from .fx import fake_eval, insert_call, val_or_self  # noqa: F401  (fake_eval, insert_call: re-exported)
+from .fx import fake_eval, insert_call, same, val_or_self  # noqa: F401  (fake_eval, insert_call: re-exported)
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -51,23 +51,13 @@ PURE_OPS: set[Any] = {
 }
 
 
-_val = val_or_self
-
-
 def _is_float_tensor(a: Any) -> bool:
-    v = _val(a)
+    v = val_or_self(a)
     return isinstance(v, torch.Tensor) and v.is_floating_point()
 
 
-def _static_eq(a: Any, b: Any) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # unbacked / data-dependent symbol
-        return False
-
-
 def _operand_key(a: Any) -> tuple[int, int, int, int]:
-    v = _val(a)
+    v = val_or_self(a)
     if not isinstance(v, torch.Tensor):
         return (1, 0, 0, 0)
     ones = sum(1 for s in v.shape if isinstance(s, int) and s == 1)
@@ -89,13 +79,13 @@ def _explicit_promotion(graph: Graph, n: Node) -> bool:
     a, b = n.args
     if not (_is_float_tensor(a) and _is_float_tensor(b)):
         return False
-    out = _val(n)
+    out = val_or_self(n)
     if out is None:
         return False
     changed = False
     new_args = list(n.args)
     for i, arg in enumerate(n.args):
-        if _val(arg).dtype != out.dtype:
+        if val_or_self(arg).dtype != out.dtype:
             new_args[i] = insert_call(graph, n, prims.convert_element_type.default, (arg, out.dtype), like=n)
             changed = True
     n.args = tuple(new_args)
@@ -133,8 +123,8 @@ def _mean(graph: Graph, n: Node) -> bool:
     s = n.args[0]
     if s.target is not aten.sum.dim_IntList or len(s.args) < 2 or len(s.args[1]) != 1 or s.kwargs:
         return False
-    src = _val(s.args[0])
-    if src is None or not _static_eq(n.args[1], src.shape[s.args[1][0]]) or len(s.users) != 1:
+    src = val_or_self(s.args[0])
+    if src is None or not same(n.args[1], src.shape[s.args[1][0]]) or len(s.users) != 1:
         return False
     keep = s.args[2] if len(s.args) > 2 else False
     n.target, n.args = aten.mean.dim, (s.args[0], list(s.args[1]), keep)
@@ -144,7 +134,7 @@ def _mean(graph: Graph, n: Node) -> bool:
 def _negative_dims(graph: Graph, n: Node) -> bool:
     if n.target not in (aten.mean.dim, aten.sum.dim_IntList) or len(n.args) < 2:
         return False
-    v = _val(n.args[0])
+    v = val_or_self(n.args[0])
     dims = n.args[1]
     if v is None or not isinstance(dims, (list, tuple)) or not dims:
         return False

@@ -26,7 +26,8 @@ The steps, each small and testable alone:
 ``finish(graph, ctx)``
     Clean-up (dead code); runs once after the candidates.
 
-A candidate whose anchor left the graph (an earlier rewrite consumed it) is skipped before ``read``.
+A candidate whose anchor left the graph (an earlier rewrite consumed it) is skipped before ``read``. Calling a
+pass, ``p(graph, ctx)``, runs it through :func:`run_pass` (the manager calls every pass that way).
 """
 
 from __future__ import annotations
@@ -74,11 +75,14 @@ class Candidate:
         anchor: the node that names the candidate (report anchor and ``file.py:line`` location).
         what: what was found, in the report's words (``"RMSNorm"``, ``"attention (SDPA)"``, ``"RoPE (neox)"``).
         data: what ``find`` learned (the pass's own structure: the region's nodes, the SDPA's arguments).
+        where: the node whose ``file.py:line`` a near-miss names, when not the anchor's (the sigmoid gate's
+            multiply: the anchor is its sigmoid).
     """
 
     anchor: Node
     what: str
     data: Any = None
+    where: Node | None = None
 
 
 class RewritePass:
@@ -127,6 +131,10 @@ class RewritePass:
         """After every candidate: drop what the rewrites left dead."""
         graph.eliminate_dead_code()
 
+    def __call__(self, graph: Graph, ctx: PassContext) -> None:
+        """Run the pass over ``graph`` (:func:`run_pass`)."""
+        run_pass(self, graph, ctx)
+
 
 def choose_or_miss(ctx: PassContext, op: str, spec: dict[str, Any]) -> Choice:
     """The provider choice for ``op`` (``ctx.choose``), set as ``ctx.pending`` for the replacement.
@@ -146,7 +154,8 @@ def record_miss(ctx: PassContext, pass_name: str, cand: Candidate, miss: Miss) -
     if miss.silent:
         return
     for node in miss.anchors or (cand.anchor,):
-        ctx.near_miss(node.name, NearMiss(pass_name, miss.what or cand.what, miss.reason, location_of(node)),
+        at = cand.where if cand.where is not None and not miss.anchors else node
+        ctx.near_miss(node.name, NearMiss(pass_name, miss.what or cand.what, miss.reason, location_of(at)),
                       overwrite=miss.overwrite)
 
 

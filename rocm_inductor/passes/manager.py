@@ -25,7 +25,6 @@ from ..options import Options
 from ..platform import PlatformDispatch
 from .canonicalize import canonicalize
 from .context import PassContext, active, current_context  # noqa: F401  (current_context: re-exported)
-from .contract import run_pass
 
 log = logging.getLogger("rocm_inductor")
 
@@ -145,7 +144,7 @@ class PassManager(CustomGraphPass):
                 canonicalize(graph)
                 for p in run:
                     _dump(graph, f"rocm_fused before {p.name}")
-                    run_pass(p, graph, ctx)
+                    p(graph, ctx)  # a RewritePass runs through contract.run_pass
                     ctx.flush()
                     rep.passes_run.append(p.name)
                     _dump(graph, f"rocm_fused after {p.name}")

@@ -25,18 +25,23 @@ switched on by a forced global ``provider=``: ``options={"passes": {"norm_gemm":
 
 from __future__ import annotations
 
+import dataclasses
 import operator
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 from torch.fx import Graph, Node
 
 from ..ops.norm_gemm import norm_gemm_spec
+from ..platform import Choice
 from ..registry import ops_of
 from ..report import Match as MatchRecord
-from ..report import NearMiss, dtype_name, location_of
-from .canonicalize import insert_call
+from ..report import dtype_name, location_of
 from .context import PassContext
-from .gemm_merge import RESHAPES, _val, _var_ranges, bucket_text
+from .contract import Candidate, Miss, RewritePass
+from .fx import RESHAPES, insert_call, is_call, val
+from .gemm_merge import bucket_text, var_ranges
 
 WHAT = "RMSNorm before merged GEMMs"
 
@@ -50,20 +55,88 @@ def _norm_of(x: Node) -> tuple[Node, Node, list[Node]] | None:
     """(norm node, its normalised output ``y``, the views from ``y`` to ``x``), or None: not a norm's output."""
     chain = []
     cur = x
-    while isinstance(cur, Node) and cur.op == "call_function" and cur.target in ROW_VIEWS:
+    while is_call(cur, *ROW_VIEWS):
         chain.append(cur)
         cur = cur.args[0]
     if not isinstance(cur, Node) or cur.op != "call_function":
         return None
     if cur.target is torch.ops.rocm_fused.rms_norm.default:
         return cur, cur, chain
-    if (cur.target is operator.getitem and cur.args[1] == 0 and isinstance(cur.args[0], Node)
-            and cur.args[0].target is torch.ops.rocm_fused.fused_add_rms_norm.default):
+    if (cur.target is operator.getitem and cur.args[1] == 0
+            and is_call(cur.args[0], torch.ops.rocm_fused.fused_add_rms_norm.default)):
         return cur.args[0], cur, chain
     return None
 
 
-class NormGemmPass:
+@dataclasses.dataclass
+class Fold:
+    """A norm and the merged GEMM reading it: the norm's (x, residual or None, weight, eps, offset) and sum
+    getitems, the GEMM's activation, weights and biases, where the new op goes, the decode bucket, the
+    description the notes and near-misses start with (``add + RMSNorm -> 3 GEMMs (N 4096/1024/1024)``)."""
+
+    norm: Node
+    y: Node
+    chain: list[Node]
+    nargs: tuple
+    s_get: list[Node]
+    x: Node
+    weights: list[Node]
+    biases: list[Any]
+    before: Node
+    decision: Any
+    what: str
+
+
+def _read(graph: Graph, ctx: PassContext, gemm: Node) -> Fold:
+    """The fold of ``gemm`` into the norm its activation comes from, checked (the module docstring's list).
+
+    Raises:
+        Miss: silent when the activation is no norm's output; else the check that failed.
+    """
+    from ..buckets import decide
+
+    found = _norm_of(gemm.args[0])
+    if found is None:
+        raise Miss("", silent=True)
+    norm, y, chain = found
+    fused = norm.target is torch.ops.rocm_fused.fused_add_rms_norm.default
+    if fused:
+        nx, res, nw, eps, offset = norm.args[:5]
+    else:
+        (nx, nw, eps, offset), res = norm.args[:4], None
+    x, weights, biases = gemm.args[0], list(gemm.args[1]), list(gemm.args[2])
+    ns = "/".join(str(val(w).shape[0]) for w in weights)
+    what = f"{'add + ' if fused else ''}RMSNorm -> {len(weights)} GEMM{'s' if len(weights) > 1 else ''} (N {ns})"
+
+    def miss(why: str) -> Miss:
+        return Miss(f"{what}: {why}")
+
+    path = [gemm, *chain]  # path[i] reads path[i + 1]; y feeds path[-1]
+    readers = [u for u in y.users if u is not path[-1]]
+    readers += [u for i, c in enumerate(chain) for u in c.users if u is not path[i]]
+    if readers:
+        raise miss("the normalised activation is also read by " + ", ".join(sorted(u.name for u in readers))
+                   + " (the prologue keeps it in registers and never stores it)")
+    s_get = [u for u in norm.users if u.target is operator.getitem and u.args[1] == 1] if fused else []
+    own = {norm, y, *chain, *s_get}
+    if any(n in own for n in [*weights, *biases]):
+        # y (or its (M, K) view) / s as a weight or bias: y's only reader is then the GEMM itself, and s is
+        # defined before it, so the checks above and below pass; the op would read its own result.
+        raise miss("a weight or bias of the GEMMs is the norm's own output (the op would read what it computes)")
+    xv, yv = val(x), val(y)
+    if xv is None or yv is None or xv.ndim != 2 or str(xv.shape[-1]) != str(yv.shape[-1]):
+        raise miss("the GEMM reads the norm's output reshaped to another last dim than K")
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    # the new op goes before the GEMM, or before an earlier reader of the sum
+    before = min([gemm, *(u for g in s_get for u in g.users)], key=order.__getitem__)
+    inputs = [n for n in [nx, res, nw, *weights, *biases] if isinstance(n, Node)]
+    if any(order[n] >= order[before] for n in inputs):
+        raise miss("an input of the GEMMs is computed after the norm's sum is read: folding would reorder")
+    d = decide("mm", xv.shape[0], ctx.options.aten_gemm_max_m, var_ranges(xv))
+    return Fold(norm, y, chain, (nx, res, nw, eps, offset), s_get, x, weights, biases, before, d, what)
+
+
+class NormGemmPass(RewritePass):
     """The RMSNorm -> merged GEMM fold (see module docstring)."""
 
     name = "norm_gemm"
@@ -71,72 +144,52 @@ class NormGemmPass:
     #: As gemm_merge: not switched on by a forced global ``provider=`` (it would change every CPU test's op counts).
     enabled_by_provider = False
 
-    def __call__(self, graph: Graph, ctx: PassContext) -> None:
-        graph.eliminate_dead_code()  # the per-GEMM reshapes gemm_merge left without readers
-        for node in list(graph.find_nodes(op="call_function", target=torch.ops.rocm_fused.merged_gemm.default)):
-            found = _norm_of(node.args[0])
-            if found is not None:
-                self._fold(graph, ctx, node, *found)
+    def prepare(self, graph: Graph, ctx: PassContext) -> None:
+        """Drop the per-GEMM reshapes gemm_merge left without readers (they would count as readers of y)."""
+        graph.eliminate_dead_code()
 
-    def _fold(self, graph: Graph, ctx: PassContext, gemm: Node, norm: Node, y: Node, chain: list[Node]) -> None:
-        from ..buckets import decide
+    def find(self, graph: Graph, ctx: PassContext) -> Iterable[Candidate]:
+        """Every merged GEMM (``read`` skips those whose activation is no norm's output)."""
+        return [Candidate(n, WHAT) for n in graph.find_nodes(op="call_function",
+                                                             target=torch.ops.rocm_fused.merged_gemm.default)]
 
-        where, anchor = location_of(gemm), gemm.name
-        fused = norm.target is torch.ops.rocm_fused.fused_add_rms_norm.default
-        if fused:
-            nx, res, nw, eps, offset = norm.args[:5]
-        else:
-            (nx, nw, eps, offset), res = norm.args[:4], None
-        x, weights, biases = gemm.args[0], list(gemm.args[1]), list(gemm.args[2])
-        ns = "/".join(str(_val(w).shape[0]) for w in weights)
-        what = f"{'add + ' if fused else ''}RMSNorm -> {len(weights)} GEMM{'s' if len(weights) > 1 else ''} (N {ns})"
+    def read(self, graph: Graph, ctx: PassContext, cand: Candidate) -> Fold:
+        """The norm, the GEMMs and where the op goes (:func:`_read`)."""
+        return _read(graph, ctx, cand.anchor)
 
-        def miss(why: str) -> None:
-            ctx.near_miss(anchor, NearMiss(self.name, WHAT, f"{what}: {why}", where))
-
-        path = [gemm, *chain]  # path[i] reads path[i + 1]; y feeds path[-1]
-        readers = [u for u in y.users if u is not path[-1]]
-        readers += [u for i, c in enumerate(chain) for u in c.users if u is not path[i]]
-        if readers:
-            return miss("the normalised activation is also read by " + ", ".join(sorted(u.name for u in readers))
-                        + " (the prologue keeps it in registers and never stores it)")
-        s_get = [u for u in norm.users if u.target is operator.getitem and u.args[1] == 1] if fused else []
-        own = {norm, y, *chain, *s_get}
-        if any(n in own for n in [*weights, *biases]):
-            # y (or its (M, K) view) / s as a weight or bias: y's only reader is then the GEMM itself, and s is
-            # defined before it, so the checks above and below pass; the op would read its own result.
-            return miss("a weight or bias of the GEMMs is the norm's own output (the op would read what it "
-                        "computes)")
-        xv, yv = _val(x), _val(y)
-        if xv is None or yv is None or xv.ndim != 2 or str(xv.shape[-1]) != str(yv.shape[-1]):
-            return miss("the GEMM reads the norm's output reshaped to another last dim than K")
-        order = {n: i for i, n in enumerate(graph.nodes)}
-        # the new op goes before the GEMM, or before an earlier reader of the sum
-        before = min([gemm, *(u for g in s_get for u in g.users)], key=order.__getitem__)
-        inputs = [n for n in [nx, res, nw, *weights, *biases] if isinstance(n, Node)]
-        if any(order[n] >= order[before] for n in inputs):
-            return miss("an input of the GEMMs is computed after the norm's sum is read: folding would reorder")
-        d = decide("mm", xv.shape[0], ctx.options.aten_gemm_max_m, _var_ranges(xv))
-        spec = norm_gemm_spec(_val(nx), _val(res), _val(nw), float(offset), [_val(w) for w in weights],
-                              [_val(b) for b in biases], d.m_upper)
+    def gate(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Fold) -> Choice:
+        """The provider (the Triton one takes only measured shapes: ``providers/triton/norm_gemm_tuned.json``)."""
+        nx, res, nw, _, offset = params.nargs
+        spec = norm_gemm_spec(val(nx), val(res), val(nw), float(offset), [val(w) for w in params.weights],
+                              [val(b) for b in params.biases], params.decision.m_upper)
         choice = ctx.choose("rms_norm_gemm", spec)
         if choice.provider is None:
-            return miss(choice.why_not)
+            raise Miss(f"{params.what}: {choice.why_not}")
+        return choice
+
+    def emit(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Fold, choice: Choice) -> MatchRecord:
+        """Insert the op, move the GEMM's and the sum's readers to its outputs, drop the GEMM, views and norm."""
+        p, gemm, before = params, cand.anchor, params.before
         new = insert_call(graph, before, torch.ops.rocm_fused.rms_norm_gemm.default,
-                          (nx, res, nw, eps, offset, weights, biases, choice.provider), like=gemm)
+                          (*p.nargs, p.weights, p.biases, choice.provider), like=gemm)
         for u in list(gemm.users):  # the merged GEMM's getitems
             u.replace_all_uses_with(insert_call(graph, before, operator.getitem, (new, u.args[1]), like=u))
             graph.erase_node(u)
-        for g in s_get:
-            g.replace_all_uses_with(insert_call(graph, before, operator.getitem, (new, len(weights)), like=g))
+        for g in p.s_get:
+            g.replace_all_uses_with(insert_call(graph, before, operator.getitem, (new, len(p.weights)), like=g))
             graph.erase_node(g)
         graph.erase_node(gemm)
-        for c in chain:
+        for c in p.chain:
             graph.erase_node(c)
-        if y is not norm:
-            graph.erase_node(y)
-        if not norm.users:
-            graph.erase_node(norm)
-        ctx.matched(anchor, MatchRecord(
-            self.name, "rms_norm_gemm", choice.provider, f"{d.m}x{xv.shape[1]}->{ns}", dtype_name(xv), where,
-            note=f"{what} in one op, bucket {bucket_text(d)}" + (f"; {choice.why_not}" if choice.reasons else "")))
+        if p.y is not p.norm:
+            graph.erase_node(p.y)
+        if not p.norm.users:
+            graph.erase_node(p.norm)
+        d, xv = p.decision, val(p.x)
+        ns = "/".join(str(val(w).shape[0]) for w in p.weights)
+        return MatchRecord(self.name, "rms_norm_gemm", choice.provider, f"{d.m}x{xv.shape[1]}->{ns}", dtype_name(xv),
+                           location_of(gemm), note=f"{p.what} in one op, bucket {bucket_text(d)}"
+                           + (f"; {choice.why_not}" if choice.reasons else ""))
+
+    def finish(self, graph: Graph, ctx: PassContext) -> None:
+        """Nothing: the manager drops what is dead after the last pass."""

@@ -1,0 +1,221 @@
+"""Discovery of the RMSNorms the pattern family missed: every ``rsqrt(mean(x^2, -1, keepdim) + eps)`` left is a
+candidate (the division, ``1 / sqrt`` and ``pow(-0.5)`` spellings reach this form through ``canonicalize``).
+
+The single-user elementwise chain below the rsqrt gives the output (the longest one of x's shape and dtype
+first), its multiplied (H,) operand the weight (``w``, ``w.float()``, ``1 + w.float()`` -> offset), the add the
+eps (:func:`read`). The region is extracted and verified against ``rms_norm_ref`` on random inputs
+(``passes/discover.py``) before the policy and the provider choice (:func:`gate`), then rewritten
+(:func:`emit`), to ``fused_add_rms_norm`` when the input is a residual add whose sum is also used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Any
+
+import torch
+from torch.fx import Graph, Node
+
+from ...ops.rms_norm import norm_spec
+from ...platform import Choice, PlatformDispatch
+from ...policy import NORM_MIN_HIDDEN
+from ...report import Match as MatchRecord
+from ...report import describe, location_of
+from .. import discover
+from ..context import PassContext
+from ..contract import Miss
+from ..fx import CONVERT, insert_call, same, strip_casts, val
+from .reasons import LAYERNORM, input_miss, no_chain_reason
+
+aten = torch.ops.aten
+
+#: Ops a norm's output chain may pass through after the rsqrt (elementwise, same values up to rounding).
+_CHAIN_OPS = (aten.mul.Tensor, CONVERT, aten.div.Tensor)
+
+
+@dataclasses.dataclass
+class Norm:
+    """What :func:`read` found below one rsqrt, and the region :func:`gate` verified.
+
+    Attributes:
+        x: the normalised tensor; eps: the added eps; chain: (node, weight or None, offset) per node of the
+            elementwise chain below the rsqrt with x's shape and dtype (region outputs to try, shortest first);
+        out, w, offset, verdict: the verified region's output, weight, weight offset and verdict (set by gate).
+    """
+
+    x: Node
+    eps: float
+    chain: list[tuple[Node, Node | None, float]]
+    out: Node | None = None
+    w: Node | None = None
+    offset: float = 0.0
+    verdict: discover.Verdict | None = None
+
+
+def _anchor_parts(rs: Node) -> tuple[Node, Any] | None:
+    """(the squared tensor's source x, eps) when ``rs`` is rsqrt(mean(x^2, -1, keepdim) [+ eps])."""
+    a = rs.args[0]
+    eps: Any = 0.0
+    if isinstance(a, Node) and a.target is aten.add.Tensor and len(a.args) == 2:
+        a, eps = a.args
+    if not (isinstance(a, Node) and a.target is aten.mean.dim and list(a.args[1]) == [-1]
+            and len(a.args) > 2 and a.args[2]):
+        return None
+    p = a.args[0]
+    if not (isinstance(p, Node) and p.target is aten.pow.Tensor_Scalar and p.args[1] == 2):
+        return None
+    return strip_casts(p.args[0]), eps
+
+
+def _weight_root(e: Node, x: Node) -> tuple[Node, float] | None:
+    """(weight, offset) for a multiplied operand spelled ``w``, ``w.float()`` or ``1 + w.float()``."""
+    n, offset = strip_casts(e), 0.0
+    if n.target is aten.add.Tensor and len(n.args) == 2 and isinstance(n.args[1], (int, float)) \
+            and isinstance(n.args[0], Node):
+        n, offset = strip_casts(n.args[0]), float(n.args[1])
+    v = val(n)
+    if v is None or n is x or v.ndim != 1:
+        return None
+    return n, offset
+
+
+def _chain(rs: Node, x: Node) -> list[tuple[Node, Node | None, float]]:
+    """The single-user elementwise chain below ``rs``: (node, weight or None, offset) per node."""
+    out, cur, w, off = [], rs, None, 0.0
+    while len(cur.users) == 1:
+        u = next(iter(cur.users))
+        if u.target not in _CHAIN_OPS or u.op != "call_function":
+            break
+        if u.target is aten.mul.Tensor:
+            other = u.args[1] if u.args[0] is cur else u.args[0]
+            if not isinstance(other, Node):
+                if other != 1:  # ``1 / sqrt`` leaves ``rsqrt * 1``; another scale is not the op's
+                    break
+            elif strip_casts(other) is not x:
+                wr = _weight_root(other, x)
+                if wr is None or w is not None:
+                    break
+                w, off = wr
+        elif u.target is aten.div.Tensor:
+            break
+        out.append((u, w, off))
+        cur = u
+    return out
+
+
+def _rms64(x, w, eps, offset):
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return (y if w is None else y * (w + offset),)
+
+
+def read(rs: Node) -> Norm:
+    """x, eps and the output chain of the norm whose rsqrt is ``rs``.
+
+    Raises:
+        Miss: not a norm's rsqrt (silent), a LayerNorm, eps no constant, x no float, no output of x's shape.
+    """
+    parts = _anchor_parts(rs) if rs.users else None
+    if parts is None:  # dead (consumed by an earlier rewrite) or no rsqrt of a mean of squares
+        raise Miss("", silent=True)
+    x, eps = parts
+    why = input_miss(x, eps)
+    if why is not None:
+        raise Miss(why, what="LayerNorm" if why == LAYERNORM else None, overwrite=False)
+    xv = val(x)
+    chain = [(n, w, off) for n, w, off in _chain(rs, x)
+             if tuple(n.meta["val"].shape) == tuple(xv.shape) and n.meta["val"].dtype == xv.dtype]
+    if not chain:
+        raise Miss("not rewritten: " + no_chain_reason(rs), overwrite=False)
+    return Norm(x, float(eps), chain)
+
+
+def gate(ctx: PassContext, norm: Norm) -> Choice:
+    """Verify the longest region that checks out, apply the size policy and choose the provider.
+
+    Raises:
+        Miss: every region failed (the last failure named), the policy leaves it to Inductor, or no provider.
+    """
+    from ...providers.reference import rms_norm_ref
+
+    xv, last = val(norm.x), ""
+    for out, w, offset in reversed(norm.chain):  # longest region first (it includes the weight)
+        wv = val(w)
+        if wv is not None and not same(wv.shape[0], xv.shape[-1]):
+            last = f"weight shape {tuple(wv.shape)} is not (hidden,) = ({xv.shape[-1]},)"
+            continue
+        region = discover.extract([norm.x] + ([w] if w is not None else []), [out])
+        if isinstance(region, str):
+            last = region
+            continue
+        e, off = norm.eps, offset
+        verdict = discover.verify(
+            region, "rms_norm", (e, off, w is not None),
+            (lambda x_, w_=None, e=e, off=off: _rms64(x_, w_, e, off)),
+            (lambda x_, w_=None, e=e, off=off: (rms_norm_ref(x_, w_, e, off),)))
+        if not verdict.ok:
+            last = f"verification failed: {verdict.reason}"
+            continue
+        min_h = NORM_MIN_HIDDEN.get(PlatformDispatch.platform().kind, 0)
+        h = xv.shape[-1]
+        if ctx.options.provider_for("rms_norm") is None and isinstance(h, int) and h < min_h:
+            raise Miss(f"not rewritten: normalised size {h} < policy.NORM_MIN_HIDDEN={min_h}: left to Inductor; "
+                       "force a provider to rewrite it", overwrite=False)
+        choice = ctx.choose("rms_norm", norm_spec(xv, wv, off, False))
+        if choice.provider is None:
+            raise Miss(f"not rewritten: {choice.why_not}", overwrite=False)
+        norm.out, norm.w, norm.offset, norm.verdict = out, w, off, verdict
+        return choice
+    raise Miss(f"not rewritten: {last}", overwrite=False)
+
+
+def _residual_operands(x: Node, w: Node | None, order: dict[Node, int]) -> tuple[Node, Node] | None:
+    """(a, b) when the norm's input is ``a + b`` of one shape and dtype whose sum is also used elsewhere (the
+    residual stream) and the weight is defined before it: the fused residual-add form applies."""
+    if x.target is not aten.add.Tensor or len(x.args) != 2 or x.kwargs or len(x.users) < 2:
+        return None
+    a, b = x.args
+    if not (isinstance(a, Node) and isinstance(b, Node)):
+        return None
+    va, vb, vx = val(a), val(b), val(x)
+    if va is None or vb is None or not (va.dtype == vb.dtype == vx.dtype) \
+            or tuple(va.shape) != tuple(vx.shape) or tuple(vb.shape) != tuple(vx.shape):
+        return None
+    if w is not None and order.get(w, len(order)) > order[x]:
+        return None
+    return a, b
+
+
+def _replace(graph: Graph, ctx: PassContext, norm: Norm, rs: Node, choice: Choice) -> str:
+    """Replace a verified norm region (``x`` .. ``out``) by ``rms_norm``, or by ``fused_add_rms_norm`` when ``x``
+    is a residual add whose sum is used elsewhere (both outputs then replace the add and the norm)."""
+    x, w, eps, offset, out = norm.x, norm.w, norm.eps, norm.offset, norm.out
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    res = _residual_operands(x, w, order)
+    if res is not None:
+        fused = ctx.choose("fused_add_rms_norm", norm_spec(val(x), val(w), offset, True))
+        if fused.provider is not None:
+            ctx.pending = fused
+            before = x.next
+            op = insert_call(graph, before, torch.ops.rocm_fused.fused_add_rms_norm.default,
+                             (res[0], res[1], w, eps, offset, fused.provider), like=rs)
+            y = insert_call(graph, before, operator.getitem, (op, 0), like=rs)
+            s_ = insert_call(graph, before, operator.getitem, (op, 1), like=x)
+            out.replace_all_uses_with(y)
+            x.replace_all_uses_with(s_)
+            return "fused_add_rms_norm"
+    ctx.pending = choice
+    new = insert_call(graph, out, torch.ops.rocm_fused.rms_norm.default, (x, w, eps, offset, choice.provider),
+                      like=rs)
+    out.replace_all_uses_with(new)
+    return "rms_norm"
+
+
+def emit(graph: Graph, ctx: PassContext, rs: Node, norm: Norm, choice: Choice) -> MatchRecord:
+    """Rewrite the verified region, drop what it left dead, and return the match (noted as discovered)."""
+    op = _replace(graph, ctx, norm, rs, choice)
+    shape, dtype = describe(val(norm.x))
+    note = "; ".join(s for s in ("found by discovery, verified" + (" (cached)" if norm.verdict.cached else ""),
+                                 norm.verdict.note, *ctx.pending.reasons) if s)
+    graph.eliminate_dead_code()  # the next candidates' single-user checks must not see this region
+    return MatchRecord("rms_norm", op, ctx.pending.provider, shape, dtype, location_of(rs), note)
