@@ -25,12 +25,13 @@ position ``--pos``), B in ``--buckets``, configs
   rocm_fused_all_norm_gemm (optional) the platform's default passes + gemm_merge + norm_gemm
   rocm_fused_freezing (optional) rocm_fused under freezing: Inductor's freezing concatenates GEMMs of one input
                       only when their weights have one shape (gate/up), our pass then merges q/k/v
-  rocm_fused_pdl      (optional) rocm_fused with ``gemm_merge.PDL = True`` for the run (programmatic dependent
-                      launch of our GEMM kernels where available; ``rocm_fused`` keeps the module's default)
+  rocm_fused_pdl      (optional) rocm_fused with the PDL switch on for the run (``gemm_knobs.override(pdl=True)``:
+                      programmatic dependent launch of our GEMM kernels where available; ``rocm_fused`` keeps the
+                      default)
   inductor_pdl        (optional) inductor compiled with Inductor's own PDL codegen
                       (``torch._inductor.config.triton.enable_pdl``: its Triton kernels wait / signal early and
                       launch with ``launch_pdl``); skipped, with the reason, where this torch lacks the field
-  rocm_fused_pdl_all  (optional) rocm_fused with Inductor's PDL codegen and ``gemm_merge.PDL = True``: the one
+  rocm_fused_pdl_all  (optional) rocm_fused with Inductor's PDL codegen and our PDL switch on: the one
                       setting where the producers of our GEMM (Inductor's add + RMSNorm) signal early
 Runs go in priority order (B=1 of every model first, Inductor and rocm_fused before freezing) and a run whose
 estimated cost would pass ``--budget-s`` is skipped and listed (compiles: ~30 s for the 16-layer Llama, ~70 s
@@ -129,6 +130,7 @@ def _copies(nbytes: int, cuda: bool) -> int:
 
 def layer_rows(args, bw_gbs: float, cuda: bool, dev: str) -> list[dict]:
     """The per-layer table's rows (see the module docstring)."""
+    from rocm_inductor.providers.triton import gemm_configs as tgc
     from rocm_inductor.providers.triton import gemm_merge as tg
 
     dtype = torch.bfloat16 if cuda else torch.float32
@@ -151,7 +153,7 @@ def layer_rows(args, bw_gbs: float, cuda: bool, dev: str) -> list[dict]:
                 sep = _time_rotating([lambda ws=ws, x=x: [F.linear(x, w) for w in ws] for ws in sets], cuda)
                 ours_calls = [lambda ws=ws, x=x: tg.merged_gemm(x, ws, [None] * len(ws)) for ws in sets]
                 ours = _time_rotating(ours_calls, cuda)
-                cfg = tg._TUNED.get(tg._key(x, sets[0], [None] * len(ns))) or tg.default_config(
+                cfg = tg._TUNED.get(tg._key(x, sets[0], [None] * len(ns))) or tgc.default_config(
                     m, tuple(ns), hidden, dtype)
                 out = tg.merged_gemm(x, sets[0], [None] * len(ns))
                 err = max(float((o.float() - F.linear(x, w).float()).abs().max()) for o, w in zip(out, sets[0]))
@@ -217,13 +219,10 @@ def step_run(config, model, cfg, args, batch, cuda, dev) -> dict:
         raise SkipConfig("this torch's Inductor has no triton.enable_pdl")
     fn = compile_step(config, step, cuda, args.tiny)
     if config in OUR_PDL:  # the launcher reads the switch at each launch: on for this run only
-        from rocm_inductor.providers.triton import gemm_merge as tg
+        from rocm_inductor.providers.triton import gemm_knobs
 
-        saved, tg.PDL = tg.PDL, True
-        try:
+        with gemm_knobs.override(pdl=True):
             return _step_timed(config, fn, inputs, args, cuda)
-        finally:
-            tg.PDL = saved
     return _step_timed(config, fn, inputs, args, cuda)
 
 

@@ -75,6 +75,8 @@ def main(argv=None) -> int:
     p.add_argument("--tiles", action="store_true", help="also the BLOCK_N 2/4/8 x 4/8 warps PDL tiles")
     args, dev, dtype, k, ns = parse_pair_args(p, argv)
     cuda = dev == "cuda"
+    from rocm_inductor.providers.triton import gemm_configs as tgc
+    from rocm_inductor.providers.triton import gemm_knobs as knobs
     from rocm_inductor.providers.triton import gemm_merge as tg
 
     n_pairs = PAIRS if cuda else 2
@@ -102,7 +104,7 @@ def main(argv=None) -> int:
         print("skipped Inductor PDL rows: this torch's Inductor has no triton.enable_pdl", flush=True)
     print(f"Inductor kernel files with gdc_wait: {pdl_kernel_files()}", flush=True)
     norms = {ip: (lambda f=f: f(h, r, gw)) for ip, f in cfn.items()}
-    rows, saved = [], tg.PDL
+    rows = []
 
     def add(case, ipdl, ours, us, note=""):
         rows.append(dict(case=case, inductor_pdl=ipdl, our_pdl=ours, us=round(us, 3) if us != "" else "",
@@ -110,13 +112,11 @@ def main(argv=None) -> int:
         print(f"{case:<14} inductor_pdl={ipdl:<3} our_pdl={ours:<3} {us if us == '' else f'{us:8.3f}'} us  {note}",
               flush=True)
 
-    try:
-        # numerics: 8 different inputs, PDL everywhere vs nowhere, replayed in one graph
-        hs = [torch.randn(1, k, device=dev, dtype=dtype) for _ in range(8)]
-        outs = {}
-        for on in cfn:  # "off": no PDL anywhere; "on": Inductor's and ours
-            tg.PDL = on == "on"
-
+    # numerics: 8 different inputs, PDL everywhere vs nowhere, replayed in one graph
+    hs = [torch.randn(1, k, device=dev, dtype=dtype) for _ in range(8)]
+    outs = {}
+    for on in cfn:  # "off": no PDL anywhere; "on": Inductor's and ours
+        with knobs.override(pdl=on == "on"):
             def body(comp=cfn[on]):
                 return [tg.merged_gemm(comp(hi, r, gw), sets[i % len(sets)], nob) for i, hi in enumerate(hs)]
 
@@ -131,35 +131,35 @@ def main(argv=None) -> int:
             else:
                 res = body()
             outs[on] = res
-        if "on" in outs:
-            same = all(torch.equal(a, b) for ra, rb in zip(outs["off"], outs["on"]) for a, b in zip(ra, rb))
-            add("numerics", "on", "on", "", f"8 graph-replayed pairs bitwise equal to PDL off: {same}")
-        for on in ("off", "on"):
-            tg.PDL = on == "on"
+    if "on" in outs:
+        same = all(torch.equal(a, b) for ra, rb in zip(outs["off"], outs["on"]) for a, b in zip(ra, rb))
+        add("numerics", "on", "on", "", f"8 graph-replayed pairs bitwise equal to PDL off: {same}")
+    for on in ("off", "on"):
+        with knobs.override(pdl=on == "on"):
             add("b2b", "", on, _time_rotating([lambda ws=ws: tg.merged_gemm(x, ws, nob) for ws in sets], cuda))
-        alone = {}
-        for ip, prod in norms.items():
-            alone[ip] = _time_rotating([prod] * n_pairs, cuda)
-            add("norm alone", ip, "", alone[ip])
-        for ip, prod in norms.items():
-            for on in ("off", "on"):
-                tg.PDL = on == "on"
+    alone = {}
+    for ip, prod in norms.items():
+        alone[ip] = _time_rotating([prod] * n_pairs, cuda)
+        add("norm alone", ip, "", alone[ip])
+    for ip, prod in norms.items():
+        for on in ("off", "on"):
+            with knobs.override(pdl=on == "on"):
                 us = _time_rotating([lambda ws=ws, pr=prod: tg.merged_gemm(pr(), ws, nob) for ws in sets], cuda)
                 share = us - alone[ip]
                 add("pair", ip, on, us, f"GEMV share {share:.3f} us ({'<=' if share <= 4.44 else '>'} 4.44 target)")
-        if cuda:
-            for ip, prod in norms.items():
-                for on in ("off", "on"):
-                    tg.PDL = on == "on"
+    if cuda:
+        for ip, prod in norms.items():
+            for on in ("off", "on"):
+                with knobs.override(pdl=on == "on"):
                     e = graph_edges(lambda pr=prod: [tg.merged_gemm(pr(), ws, nob) for ws in sets[:4]])
                     add("edges 4 pairs", ip, on, "", str(e))
-        if args.tiles and avail and cuda:
-            tg.PDL = True
+    if args.tiles and avail and cuda:
+        with knobs.override(pdl=True):
             prod = norms.get("on", norms["off"])
             ip = "on" if "on" in norms else "off"
             for bn in (2, 4, 8):
                 for nw in (4, 8):
-                    c = tg.Config(1, bn, 2048 if not args.tiny else k, 1, nw, 1, False, False, True, True)
+                    c = tgc.Config(1, bn, 2048 if not args.tiny else k, 1, nw, 1, False, False, True, True)
                     try:
                         b2b = _time_rotating([lambda ws=ws, c=c: tg.launch(x, ws, nob, c) for ws in sets], cuda)
                         pr_us = _time_rotating([lambda ws=ws, c=c: tg.launch(prod(), ws, nob, c) for ws in sets],
@@ -169,8 +169,6 @@ def main(argv=None) -> int:
                         continue
                     add(f"tile n{bn} w{nw}", ip, "on", b2b,
                         f"b2b; in pair {pr_us:.3f}, share {pr_us - alone[ip]:.3f}")
-    finally:
-        tg.PDL = saved
     print(f"Inductor kernel files with gdc_wait: {pdl_kernel_files()}", flush=True)
     text = write_results(rows, args.out, "decode_gemm_ipdl", f"Inductor PDL + our PDL GEMV, q/k/v M = 1 ({versions()})",
                          ["", f"us per call (CUDA-graph replays, {n_pairs} weight copies); enable_pdl exists: {has}; "

@@ -55,6 +55,7 @@ def groups(model: str, tiny: bool) -> dict[str, tuple[int, tuple[int, ...]]]:
 def bucket(add, model, group, m, k, ns, sets, gw, cuda, bw, tiles=False, warps=(4, 8)) -> None:
     """The rows of one (model, group, M): numerics, then the timings (module docstring)."""
     from rocm_inductor.providers.reference import rms_norm_gemm_ref
+    from rocm_inductor.providers.triton import gemm_configs as tgc
     from rocm_inductor.providers.triton import gemm_merge as tg
     from rocm_inductor.providers.triton import norm_gemm as tng
     from rocm_inductor.providers.triton import rms_norm as trms
@@ -104,9 +105,9 @@ def bucket(add, model, group, m, k, ns, sets, gw, cuda, bw, tiles=False, warps=(
         f"{fu - alone['inductor']:.3f} ({(fu - alone['inductor']) / floor:.2f}x); saves "
         f"{po - fu:.3f} vs pair ours, {pi - fu:.3f} vs pair inductor")
     add(model, group, m, "floor", floor)
-    if tiles and cuda and m <= tg.GEMV_MAX_M:
-        for bn, bk, nw in tg.gemv_full_tiles(m, k, 1, 32, warps):
-            c = tg.Config(tg._pow2_at_least(m), bn, bk, 1, nw, 1, False, False, True, True)
+    if tiles and cuda and m <= tgc.GEMV_MAX_M:
+        for bn, bk, nw in tgc.gemv_full_tiles(m, k, 1, 32, warps):
+            c = tgc.Config(tgc._pow2_at_least(m), bn, bk, 1, nw, 1, False, False, True, True)
             try:
                 b2b = _time_rotating([lambda ws=ws, c=c: tg.launch(h, ws, nob, c) for ws in sets], cuda)
                 fc = _time_rotating([lambda ws=ws, c=c: tng.rms_norm_gemm(h, r, gw, EPS, 0.0, ws, nob, config=c)

@@ -2,7 +2,7 @@
 
 Llama-3.2-1B q/k/v at M = 1 (K 2048 -> N 2048 + 512 + 512, bf16, 12.6 MB of weights), our Triton merged GEMM
 with its measured config (``gemm_merge_tuned.json``), us per call from CUDA-graph replays with the weights
-rotated over copies > 2x L2 (``bench_decode_gemm._time_rotating``), ``gemm_merge.PDL`` False vs True:
+rotated over copies > 2x L2 (``bench_decode_gemm._time_rotating``), ``gemm_knobs.Knobs.pdl`` False vs True:
   b2b    the GEMM back to back (one per weight copy in one graph): the most PDL can overlap;
   pair   a producer of x, then the GEMM reading x, repeated in one graph (what a decode step has):
          producer ``inductor``: a torch.compile'd add + RMSNorm (one Inductor Triton kernel, as in the step);
@@ -99,6 +99,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-inductor", action="store_true", help="skip the torch.compile'd producer")
     args, dev, dtype, k, ns = parse_pair_args(p, argv)
     cuda = dev == "cuda"
+    from rocm_inductor.providers.triton import gemm_knobs as knobs
     from rocm_inductor.providers.triton import gemm_merge as tg
 
     t0 = time.perf_counter()
@@ -121,13 +122,12 @@ def main(argv=None) -> int:
             producers["inductor"] = lambda: comp(h, r, gw)
         except Exception as e:  # not fatal: the ATen producer still runs
             print(f"inductor producer failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
-    rows, saved = [], tg.PDL
-    try:
-        # numerics first (eager; then replayed pairs with 8 different inputs)
-        outs = {}
-        hs = [torch.randn(1, k, device=dev, dtype=dtype) for _ in range(8)]
-        for pdl in (False, True):
-            tg.PDL = pdl
+    rows = []
+    # numerics first (eager; then replayed pairs with 8 different inputs)
+    outs = {}
+    hs = [torch.randn(1, k, device=dev, dtype=dtype) for _ in range(8)]
+    for pdl in (False, True):
+        with knobs.override(pdl=pdl):
             eager = tg.merged_gemm(x, sets[0], nob)
             if cuda:
                 gr = torch.cuda.CUDAGraph()
@@ -140,40 +140,38 @@ def main(argv=None) -> int:
             else:
                 res = [tg.merged_gemm(torch.mul(hi, gw), sets[i % len(sets)], nob) for i, hi in enumerate(hs)]
             outs[pdl] = (eager, res)
-        same_eager = all(torch.equal(a, b) for a, b in zip(outs[False][0], outs[True][0]))
-        same_graph = all(torch.equal(a, b) for ra, rb in zip(outs[False][1], outs[True][1]) for a, b in zip(ra, rb))
-        ref = [torch.nn.functional.linear(torch.mul(hi, gw).float(), w.float()) for hi, w in
-               zip(hs, [s[0] for s in (sets * 8)[:8]])]
-        err = max(float((o[0].float() - f).abs().max()) for o, f in zip(outs[True][1], ref))
-        print(f"numerics: PDL on == off bitwise: eager {same_eager}, 8 graph-replayed pairs {same_graph}; "
-              f"max |on - fp32 ref| (q) {err:.3g}", flush=True)
-        rows.append(dict(case="numerics", producer="", pdl="on vs off", us="",
-                         note=f"bitwise eager {same_eager}, graph pairs {same_graph}; max|q - fp32| {err:.3g}"))
-        for pdl in (False, True):
-            tg.PDL = pdl
+    same_eager = all(torch.equal(a, b) for a, b in zip(outs[False][0], outs[True][0]))
+    same_graph = all(torch.equal(a, b) for ra, rb in zip(outs[False][1], outs[True][1]) for a, b in zip(ra, rb))
+    ref = [torch.nn.functional.linear(torch.mul(hi, gw).float(), w.float()) for hi, w in
+           zip(hs, [s[0] for s in (sets * 8)[:8]])]
+    err = max(float((o[0].float() - f).abs().max()) for o, f in zip(outs[True][1], ref))
+    print(f"numerics: PDL on == off bitwise: eager {same_eager}, 8 graph-replayed pairs {same_graph}; "
+          f"max |on - fp32 ref| (q) {err:.3g}", flush=True)
+    rows.append(dict(case="numerics", producer="", pdl="on vs off", us="",
+                     note=f"bitwise eager {same_eager}, graph pairs {same_graph}; max|q - fp32| {err:.3g}"))
+    for pdl in (False, True):
+        with knobs.override(pdl=pdl):
             us = _time_rotating([lambda ws=ws: tg.merged_gemm(x, ws, nob) for ws in sets], cuda)
             rows.append(dict(case="b2b", producer="", pdl="on" if pdl else "off", us=round(us, 3), note=""))
             print(f"b2b pdl={pdl}: {us:.3f} us per GEMM", flush=True)
-        for name, prod in producers.items():
-            alone = _time_rotating([prod] * len(sets), cuda)
-            rows.append(dict(case="producer alone", producer=name, pdl="", us=round(alone, 3), note=""))
-            for pdl in (False, True):
-                tg.PDL = pdl
+    for name, prod in producers.items():
+        alone = _time_rotating([prod] * len(sets), cuda)
+        rows.append(dict(case="producer alone", producer=name, pdl="", us=round(alone, 3), note=""))
+        for pdl in (False, True):
+            with knobs.override(pdl=pdl):
                 us = _time_rotating([lambda ws=ws, pr=prod: tg.merged_gemm(pr(), ws, nob) for ws in sets], cuda)
                 rows.append(dict(case="pair", producer=name, pdl="on" if pdl else "off", us=round(us, 3),
                                  note=f"gemm_in_pair {us - alone:.3f}"))
                 print(f"pair {name} pdl={pdl}: {us:.3f} us per pair (producer alone {alone:.3f}, GEMM in pair "
                       f"{us - alone:.3f})", flush=True)
-        if cuda:
-            for pdl in (False, True):
-                tg.PDL = pdl
+    if cuda:
+        for pdl in (False, True):
+            with knobs.override(pdl=pdl):
                 prod = producers.get("inductor", producers["aten"])
                 e = graph_edges(lambda pr=prod: [tg.merged_gemm(pr(), ws, nob) for ws in sets[:4]])
                 rows.append(dict(case="graph edges (4 pairs)", producer="inductor" if "inductor" in producers
                                  else "aten", pdl="on" if pdl else "off", us="", note=str(e)))
                 print(f"graph edges pdl={pdl}: {e}", flush=True)
-    finally:
-        tg.PDL = saved
     text = write_results(rows, args.out, "decode_gemm_pdl", f"PDL, merged q/k/v GEMM at M = 1 ({versions()})", [
         "", f"us per call (CUDA-graph replays, weights rotated over {len(sets)} copies); PDL available: {avail}; "
         f"config {cfg}; elapsed {time.perf_counter() - t0:.0f} s."])

@@ -12,7 +12,7 @@ replays (CUDA events) with the weights rotated over copies > 2x L2, so every cal
 separate cuBLAS (``F.linear`` per weight), one cuBLAS GEMM on concatenated weights (multi-GEMM groups) and the
 HBM floor at the measured copy bandwidth. Outputs under ``--out``: ``decode_gemm_sweep.csv`` (every config),
 ``decode_gemm_layer.csv|md`` (best config per shape vs cuBLAS), ``gemm_merge_tuned.json`` (also written to
-``--table``, the file ``providers/triton/gemm_merge.py`` reads).
+``--table``, the file ``providers/triton/gemm_tables.py`` reads).
 
     python benchmarks/sweep_decode_gemm.py --out $OUT --table rocm_inductor/providers/triton/gemm_merge_tuned.json
     python benchmarks/sweep_decode_gemm.py --tiny --device cpu --out /tmp/x      # smoke test (interpreter)
@@ -91,14 +91,15 @@ def main(argv=None) -> int:
     cuda = args.device == "cuda"
     if not cuda:
         os.environ.setdefault("TRITON_INTERPRET", "1")
+    from rocm_inductor.providers.triton import gemm_configs as tgc
     from rocm_inductor.providers.triton import gemm_merge as tg
 
     dev = "cuda" if cuda else "cpu"
     dtype = torch.bfloat16 if cuda else torch.float32
     esize = torch.finfo(dtype).bits // 8
     dname = torch.cuda.get_device_name(0) if cuda else "cpu"
-    sms = tg._sms()
-    warp = tg.warp_size()
+    sms = tgc._sms()
+    warp = tgc.warp_size()
     start = time.perf_counter()
     bw = copy_bandwidth_gbs() if cuda else 10.0
     print(f"{dname}: copy bandwidth {bw:.0f} GB/s, {sms} SMs", flush=True)
@@ -137,11 +138,11 @@ def main(argv=None) -> int:
             cats = [torch.cat(ws) for ws in sets]
             cat = round(_time_rotating([lambda c=c, x=x: F.linear(x, c) for c in cats], cuda), 2)
             del cats
-        cfgs = (tg.short_configs if args.short else tg.sweep_configs)(m, ns, hidden, dtype, sms, warp)
+        cfgs = (tgc.short_configs if args.short else tgc.sweep_configs)(m, ns, hidden, dtype, sms, warp)
         for e in old_entries:  # re-timed: the table's current pick for this shape competes again
             if (e.get("device"), e.get("m"), e.get("k"), tuple(e.get("ns", ())), e.get("dtype")) == (
                     dname, m, hidden, tuple(ns), str(dtype).replace("torch.", "")):
-                prev = tg.Config(**e["config"])
+                prev = tgc.Config(**e["config"])
                 cfgs += [prev] if prev not in cfgs else []
         if args.tiny:
             cfgs = cfgs[:2] + [c for c in cfgs if c.late][:1] + [c for c in cfgs if c.full][:1]

@@ -37,10 +37,11 @@ def test_decode_shapes_match_cublas(m, ns, k):
 
 def test_every_candidate_is_correct():
     """Each config the tuner may pick computes the same GEMMs (q/k/v of Llama-3.2-1B at M = 1)."""
+    from rocm_inductor.providers.triton import gemm_configs as gc
     from rocm_inductor.providers.triton import gemm_merge as gm
 
     x, ws, bs = _case(1, (2048, 512, 512), 2048)
-    for cfg in gm.candidates(1, (2048, 512, 512), 2048, x.dtype, gm._sms(), gm.warp_size()):
+    for cfg in gc.candidates(1, (2048, 512, 512), 2048, x.dtype, gc._sms(), gc.warp_size()):
         for o, w in zip(gm.merged_gemm(x, ws, bs, cfg), ws, strict=True):
             torch.testing.assert_close(o.float(), F.linear(x, w).float(), rtol=2e-2, atol=2e-3, msg=str(cfg))
 
@@ -48,11 +49,12 @@ def test_every_candidate_is_correct():
 @pytest.mark.parametrize("m", [1, 5, 8])
 def test_gemv_tiles_are_correct(m):
     """Every GEMV-tile config the sweep may pick, q/k/v of Llama-3.2-1B with a bias on one weight."""
+    from rocm_inductor.providers.triton import gemm_configs as gc
     from rocm_inductor.providers.triton import gemm_merge as gm
 
     x, ws, bs = _case(m, (2048, 512, 512), 2048)
     bs[1] = torch.randn(512, device="cuda", dtype=x.dtype)
-    for cfg in gm.gemv_configs(m, (2048, 512, 512), 2048, gm._sms(), gm.warp_size()):
+    for cfg in gc.gemv_configs(m, (2048, 512, 512), 2048, gc._sms(), gc.warp_size()):
         for o, w, b in zip(gm.merged_gemm(x, ws, bs, cfg), ws, bs, strict=True):
             torch.testing.assert_close(o.float(), F.linear(x, w, b).float(), rtol=2e-2, atol=2e-3, msg=str(cfg))
 
@@ -61,12 +63,13 @@ def test_gemv_tiles_are_correct(m):
 def test_full_k_gemv_and_deep_dot_configs_are_correct(m):
     """Every full-K GEMV config (and, at M = 8, deep-pipeline dot config) the sweep may pick, Qwen3-0.6B
     q/k/v (K = 1024) with a bias on one weight."""
+    from rocm_inductor.providers.triton import gemm_configs as gc
     from rocm_inductor.providers.triton import gemm_merge as gm
 
     x, ws, bs = _case(m, (2048, 1024, 1024), 1024)
     bs[2] = torch.randn(1024, device="cuda", dtype=x.dtype)
-    cfgs = gm.gemv_full_configs(m, (2048, 1024, 1024), 1024, gm._sms(), gm.warp_size())
-    cfgs += gm.deep_dot_configs(m, (2048, 1024, 1024), 1024, x.dtype, gm._sms(), gm.warp_size())
+    cfgs = gc.gemv_full_configs(m, (2048, 1024, 1024), 1024, gc._sms(), gc.warp_size())
+    cfgs += gc.deep_dot_configs(m, (2048, 1024, 1024), 1024, x.dtype, gc._sms(), gc.warp_size())
     assert cfgs
     for cfg in cfgs:
         for o, w, b in zip(gm.merged_gemm(x, ws, bs, cfg), ws, bs, strict=True):
@@ -74,6 +77,7 @@ def test_full_k_gemv_and_deep_dot_configs_are_correct(m):
 
 
 def test_capture_of_an_untuned_shape_launches_the_default_config():
+    from rocm_inductor.providers.triton import gemm_configs as gc
     from rocm_inductor.providers.triton import gemm_merge as gm
 
     x, ws, bs = _case(3, (640, 96), 1024)
@@ -83,7 +87,7 @@ def test_capture_of_an_untuned_shape_launches_the_default_config():
     with torch.cuda.stream(s):
         expect = [F.linear(x, w) for w in ws]
         # JIT the default config outside the capture (what Inductor's warm-up run does for a compiled graph)
-        gm.launch(x, ws, bs, gm.default_config(3, (640, 96), 1024, x.dtype, warp=gm.warp_size()))
+        gm.launch(x, ws, bs, gc.default_config(3, (640, 96), 1024, x.dtype, warp=gc.warp_size()))
     torch.cuda.current_stream().wait_stream(s)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

@@ -16,7 +16,10 @@ import torch
 from graph_utils import assert_contract, rel_err
 
 from rocm_inductor.providers.reference import merged_gemm_ref
+from rocm_inductor.providers.triton import gemm_configs as gc
+from rocm_inductor.providers.triton import gemm_kernels as gk
 from rocm_inductor.providers.triton import gemm_merge as gm
+from rocm_inductor.providers.triton import gemm_tables as gt
 
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 #: N not a multiple of 16 (the smallest BLOCK_N), K = 72 not a multiple of 32 (a BLOCK_K of these tests).
@@ -50,11 +53,11 @@ def _check(out, x, ws, bs):
         assert_gemm_contract(o, e, r, x.shape[1])
 
 
-def _configs(m: int) -> list[gm.Config]:
+def _configs(m: int) -> list[gc.Config]:
     bm = 16 if m <= 16 else 32
-    cfgs = [None, gm.Config(bm, 16, 32, 1), gm.Config(bm, 32, 32, 3)]  # None: the default (heuristic) config
+    cfgs = [None, gc.Config(bm, 16, 32, 1), gc.Config(bm, 32, 32, 3)]  # None: the default (heuristic) config
     if m <= 8:
-        cfgs.append(gm.Config(gm._pow2_at_least(m), 16, 32, 2, dot=False))
+        cfgs.append(gc.Config(gc._pow2_at_least(m), 16, 32, 2, dot=False))
     return cfgs
 
 
@@ -75,7 +78,7 @@ def test_strided_activation_and_weight_rows():
     ws = [big[:40, :K], big[40:63, :K]]
     bs = [None, torch.randn(23, dtype=torch.bfloat16)]
     assert ws[0].stride() == (K + 8, 1)
-    _check(gm.merged_gemm(x, ws, bs, gm.Config(16, 16, 32, 2)), x, ws, bs)
+    _check(gm.merged_gemm(x, ws, bs, gc.Config(16, 16, 32, 2)), x, ws, bs)
 
 
 def test_four_weights_and_one():
@@ -110,13 +113,13 @@ def test_configs_pruned_for_wave64_and_default_fills_the_gpu():
     for m in (1, 4, 32):
         for warp in (32, 64):
             for dt in (torch.bfloat16, torch.float32):
-                cfgs = gm.candidates(m, (2048, 512, 512), 2048, dt, 132, warp)
+                cfgs = gc.candidates(m, (2048, 512, 512), 2048, dt, 132, warp)
                 assert cfgs and all(c.num_warps * warp <= 1024 for c in cfgs)
-                budget = gm.TILE_BUDGET // (2 if dt == torch.float32 else 1)
+                budget = gc.TILE_BUDGET // (2 if dt == torch.float32 else 1)
                 assert all(c.block_m * c.block_n * c.block_k <= budget * c.num_warps for c in cfgs if c.dot)
-    d = gm.default_config(1, (512, 512), 2048, torch.bfloat16, sms=132)
+    d = gc.default_config(1, (512, 512), 2048, torch.bfloat16, sms=132)
     assert sum(-(-n // d.block_n) for n in (512, 512)) * d.split_k >= 2 * 132
-    big = gm.default_config(1, (8192, 8192), 2048, torch.bfloat16, sms=132)
+    big = gc.default_config(1, (8192, 8192), 2048, torch.bfloat16, sms=132)
     assert big.split_k == 1 and big.block_n == 64
 
 
@@ -124,7 +127,7 @@ def test_aot_cases_are_complete():
     """Every case names each kernel parameter once (signature) and gives every constexpr a value."""
     import inspect
 
-    cases = gm.aot_cases()
+    cases = gk.aot_cases()
     assert len({c["name"] for c in cases}) == len(cases)
     for c in cases:
         params = list(inspect.signature(c["fn"].fn).parameters)
@@ -143,23 +146,23 @@ def test_gemv_tile_equals_separate_gemms(dtype, m, bias):
     """The late-reduction GEMV tile, M 1..8 (8 = its boundary), direct store and split-K, N and K not
     multiples of the block (K = 72 masked), with and without bias."""
     x, ws, bs = _inputs(m, dtype, bias)
-    bm = gm._pow2_at_least(m)
-    for cfg in (gm.Config(bm, 16, 32, 1, 4, 3, False, True), gm.Config(bm, 8, 16, 3, 4, 3, False, True)):
+    bm = gc._pow2_at_least(m)
+    for cfg in (gc.Config(bm, 16, 32, 1, 4, 3, False, True), gc.Config(bm, 8, 16, 3, 4, 3, False, True)):
         _check(gm.merged_gemm(x, ws, bs, cfg), x, ws, bs)
 
 
 def test_gemv_configs_pruned_and_bounded():
     """GEMV configs: only M <= 8, BLOCK_M covers M, <= 1024 threads at wave64, products per thread bounded."""
-    assert gm.gemv_configs(9, (512,), 2048, 132, 32) == []
+    assert gc.gemv_configs(9, (512,), 2048, 132, 32) == []
     for m in (1, 2, 5, 8):
         for warp in (32, 64):
-            cfgs = gm.gemv_configs(m, (2048, 512, 512), 2048, 132, warp)
+            cfgs = gc.gemv_configs(m, (2048, 512, 512), 2048, 132, warp)
             assert cfgs
             for c in cfgs:
                 assert c.late and not c.dot and c.block_m >= m and c.num_warps * warp <= 1024
-                assert c.block_m * c.block_n * c.block_k <= gm.GEMV_ELEMS[1] * c.num_warps * warp
-    assert any(c.late for c in gm.candidates(1, (2048, 512, 512), 2048, torch.bfloat16, 132, 32))
-    assert not any(c.late for c in gm.candidates(16, (2048, 512, 512), 2048, torch.bfloat16, 132, 32))
+                assert c.block_m * c.block_n * c.block_k <= gc.GEMV_ELEMS[1] * c.num_warps * warp
+    assert any(c.late for c in gc.candidates(1, (2048, 512, 512), 2048, torch.bfloat16, 132, 32))
+    assert not any(c.late for c in gc.candidates(16, (2048, 512, 512), 2048, torch.bfloat16, 132, 32))
 
 
 # ------------------------------------------------------------------------ the full-K GEMV tile (issue 19)
@@ -172,53 +175,53 @@ def test_full_k_gemv_tile_equals_separate_gemms(dtype, m, bias):
     BLOCK_K = K padded (72 -> 128, masked), a 3-way K split (BLOCK_K 32, masked tail), an even-K case
     (K = 64), evict_first on/off, N not a multiple of BLOCK_N, with and without bias."""
     x, ws, bs = _inputs(m, dtype, bias)
-    bm = gm._pow2_at_least(m)
-    for cfg in (gm.Config(bm, 4, 128, 1, 4, 1, False, False, True, True),
-                gm.Config(bm, 16, 32, 3, 4, 1, False, False, True, False)):
+    bm = gc._pow2_at_least(m)
+    for cfg in (gc.Config(bm, 4, 128, 1, 4, 1, False, False, True, True),
+                gc.Config(bm, 16, 32, 3, 4, 1, False, False, True, False)):
         _check(gm.merged_gemm(x, ws, bs, cfg), x, ws, bs)
     x, ws, bs = _inputs(m, dtype, bias, ns=(24, 7), k=64)
-    _check(gm.merged_gemm(x, ws, bs, gm.Config(bm, 8, 64, 1, 4, 1, False, False, True, True)), x, ws, bs)
+    _check(gm.merged_gemm(x, ws, bs, gc.Config(bm, 8, 64, 1, 4, 1, False, False, True, True)), x, ws, bs)
 
 
 def test_full_k_gemv_configs_pruned_and_bounded():
     """Full-K configs: M <= 8 only, BLOCK_K * split covers K, <= 1024 threads at wave64, elements per thread
     within GEMV_FULL_ELEMS, splits only where the column blocks do not fill the SMs; a too-short BLOCK_K is
     refused rather than silently dropping K; the tuner's candidates include one."""
-    assert gm.gemv_full_configs(9, (512,), 2048, 132, 32) == []
+    assert gc.gemv_full_configs(9, (512,), 2048, 132, 32) == []
     for m in (1, 3, 8):
         for warp in (32, 64):
             for ns, k in (((2048, 512, 512), 2048), ((512,), 2048), ((2048, 1024, 1024), 1024)):
-                cfgs = gm.gemv_full_configs(m, ns, k, 132, warp)
+                cfgs = gc.gemv_full_configs(m, ns, k, 132, warp)
                 assert cfgs
                 for c in cfgs:
                     assert c.full and not c.dot and c.block_m >= m and c.num_warps * warp <= 1024
                     assert c.block_k * c.split_k >= k
                     e = c.block_n * c.block_k / (c.num_warps * warp)
-                    assert gm.GEMV_FULL_ELEMS[0] <= e <= gm.GEMV_FULL_ELEMS[1]
-                    assert c.split_k == 1 or gm._blocks(ns, c.block_n) < 132
-    assert any(c.split_k > 1 for c in gm.gemv_full_configs(1, (512,), 2048, 132, 32))
-    assert not any(c.split_k > 1 for c in gm.gemv_full_configs(1, (8192, 8192), 2048, 132, 32))
-    assert any(c.full for c in gm.candidates(1, (2048, 512, 512), 2048, torch.bfloat16, 132, 32))
-    assert not any(c.full for c in gm.candidates(16, (2048, 512, 512), 2048, torch.bfloat16, 132, 32))
-    assert not any(c.full for c in gm.sweep_configs(1, (512,), 2048, torch.float32, 132, 32))
+                    assert gc.GEMV_FULL_ELEMS[0] <= e <= gc.GEMV_FULL_ELEMS[1]
+                    assert c.split_k == 1 or gc._blocks(ns, c.block_n) < 132
+    assert any(c.split_k > 1 for c in gc.gemv_full_configs(1, (512,), 2048, 132, 32))
+    assert not any(c.split_k > 1 for c in gc.gemv_full_configs(1, (8192, 8192), 2048, 132, 32))
+    assert any(c.full for c in gc.candidates(1, (2048, 512, 512), 2048, torch.bfloat16, 132, 32))
+    assert not any(c.full for c in gc.candidates(16, (2048, 512, 512), 2048, torch.bfloat16, 132, 32))
+    assert not any(c.full for c in gc.sweep_configs(1, (512,), 2048, torch.float32, 132, 32))
     x, ws, bs = _inputs(1, torch.bfloat16, False)
     with pytest.raises(ValueError, match="BLOCK_K"):
-        gm.merged_gemm(x, ws, bs, gm.Config(1, 4, 32, 2, 4, 1, False, False, True))
+        gm.merged_gemm(x, ws, bs, gc.Config(1, 4, 32, 2, 4, 1, False, False, True))
 
 
 def test_deep_dot_configs_fit_lds_and_run():
     """Deep-pipeline dot configs: M 8..32 and 16-bit only, within the 64 KiB gfx942 LDS for their stages,
     <= 1024 threads at wave64; one of them (interpreter: the stages are a GPU schedule only) is correct."""
-    assert gm.deep_dot_configs(4, (512,), 2048, torch.bfloat16, 132, 32) == []
-    assert gm.deep_dot_configs(16, (512,), 2048, torch.float32, 132, 32) == []
+    assert gc.deep_dot_configs(4, (512,), 2048, torch.bfloat16, 132, 32) == []
+    assert gc.deep_dot_configs(16, (512,), 2048, torch.float32, 132, 32) == []
     for m in (8, 16, 32):
-        cfgs = gm.deep_dot_configs(m, (2048, 512, 512), 2048, torch.bfloat16, 132, 64)
+        cfgs = gc.deep_dot_configs(m, (2048, 512, 512), 2048, torch.bfloat16, 132, 64)
         assert cfgs and any(c.split_k == 1 for c in cfgs)
         for c in cfgs:
             assert c.dot and c.block_m >= m and c.num_warps * 64 <= 1024
-            assert (c.block_m + c.block_n) * c.block_k * 2 * c.num_stages <= gm.STAGE_LDS_BYTES
+            assert (c.block_m + c.block_n) * c.block_k * 2 * c.num_stages <= gc.STAGE_LDS_BYTES
     x, ws, bs = _inputs(12, torch.bfloat16, True)
-    _check(gm.merged_gemm(x, ws, bs, gm.Config(16, 16, 32, 1, 4, 5, True)), x, ws, bs)
+    _check(gm.merged_gemm(x, ws, bs, gc.Config(16, 16, 32, 1, 4, 5, True)), x, ws, bs)
 
 
 def test_measured_table_picks_and_refuses(tmp_path, monkeypatch):
@@ -229,31 +232,31 @@ def test_measured_table_picks_and_refuses(tmp_path, monkeypatch):
 
     dev = "FakeGPU"
     entries = [dict(device=dev, m=m, k=64, ns=[64, 32], dtype="bfloat16", ours_us=o, separate_us=s,
-                    config=dataclasses_asdict(gm.Config(gm._pow2_at_least(m), 8, 64, 1, 4, 3, False, True)))
+                    config=dataclasses_asdict(gc.Config(gc._pow2_at_least(m), 8, 64, 1, 4, 3, False, True)))
                for m, o, s in ((1, 2.0, 5.0), (4, 3.0, 5.0), (8, 6.0, 5.0))]
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"entries": entries}))
     monkeypatch.setenv("ROCM_FUSED_GEMM_TABLE", str(path))
-    assert gm.table_config(3, 64, (64, 32), torch.bfloat16, dev).block_m == 4
-    assert gm.table_config(9, 64, (64, 32), torch.bfloat16, dev) is None
+    assert gt.table_config(3, 64, (64, 32), torch.bfloat16, dev).block_m == 4
+    assert gt.table_config(9, 64, (64, 32), torch.bfloat16, dev) is None
     # a dot entry whose BLOCK_M does not cover M is no config for it (launch() would refuse it at run time)
-    dot = dict(entries[0], m=32, config=dataclasses_asdict(gm.Config(16, 16, 64, 1, 4, 3, True)))
+    dot = dict(entries[0], m=32, config=dataclasses_asdict(gc.Config(16, 16, 64, 1, 4, 3, True)))
     path2 = tmp_path / "t_dot.json"
     path2.write_text(json.dumps({"entries": [dot]}))
     monkeypatch.setenv("ROCM_FUSED_GEMM_TABLE", str(path2))
-    assert gm.table_config(16, 64, (64, 32), torch.bfloat16, dev).block_m == 16
-    assert gm.table_config(20, 64, (64, 32), torch.bfloat16, dev) is None
+    assert gt.table_config(16, 64, (64, 32), torch.bfloat16, dev).block_m == 16
+    assert gt.table_config(20, 64, (64, 32), torch.bfloat16, dev) is None
     monkeypatch.setenv("ROCM_FUSED_GEMM_TABLE", str(path))
     base = dict(dtype=torch.bfloat16, k=64, ns=(64, 32), m=2, m_upper=2)
-    assert gm.measured_loss(base, dev) is None
-    assert "slower than separate cuBLAS" in gm.measured_loss({**base, "m": 7, "m_upper": 7}, dev)
-    assert gm.measured_loss({**base, "m": None, "m_upper": 4}, dev) is None
-    assert "M=8" in gm.measured_loss({**base, "m": None, "m_upper": 8}, dev)
-    assert "shape not measured" in gm.measured_loss({**base, "ns": (64, 16)}, dev)
-    assert "GPU not measured" in gm.measured_loss(base, "OtherGPU")  # a GPU absent from the table
-    assert gm.measured_loss(base, None) is None  # CPU / interpreter
+    assert gt.measured_loss(base, dev) is None
+    assert "slower than separate cuBLAS" in gt.measured_loss({**base, "m": 7, "m_upper": 7}, dev)
+    assert gt.measured_loss({**base, "m": None, "m_upper": 4}, dev) is None
+    assert "M=8" in gt.measured_loss({**base, "m": None, "m_upper": 8}, dev)
+    assert "shape not measured" in gt.measured_loss({**base, "ns": (64, 16)}, dev)
+    assert "GPU not measured" in gt.measured_loss(base, "OtherGPU")  # a GPU absent from the table
+    assert gt.measured_loss(base, None) is None  # CPU / interpreter
     monkeypatch.setenv("ROCM_FUSED_GEMM_UNMEASURED", "1")
-    assert gm.measured_loss({**base, "ns": (64, 16)}, dev) is None
+    assert gt.measured_loss({**base, "ns": (64, 16)}, dev) is None
 
 
 def dataclasses_asdict(c):
@@ -271,20 +274,20 @@ def test_shipped_table_measures_qwen3_and_still_refuses_losses():
     from rocm_inductor.ops.gemm_merge import SINGLE_SLOWER
 
     dev = "NVIDIA H200"
-    if not gm.table_entries(2048, (2048,), torch.bfloat16, dev):
+    if not gt.table_entries(2048, (2048,), torch.bfloat16, dev):
         pytest.skip("table without the H200 session-4 entries")
     for ns in ((2048, 1024, 1024), (3072, 3072)):
         for m in (1, 8, 32):
             spec = dict(dtype=torch.bfloat16, k=1024, ns=ns, m=m, m_upper=m)
-            assert gm.measured_loss(spec, dev) is None, (ns, m)
-        cfg = gm.table_config(1, 1024, ns, torch.bfloat16, dev)
+            assert gt.measured_loss(spec, dev) is None, (ns, m)
+        cfg = gt.table_config(1, 1024, ns, torch.bfloat16, dev)
         assert cfg.full and not cfg.dot and cfg.block_k * cfg.split_k >= 1024
     spec = dict(dtype=torch.bfloat16, k=2048, ns=(8192, 8192), m=4, m_upper=4)
-    assert "slower than separate cuBLAS" in gm.measured_loss(spec, dev)
-    assert gm.measured_loss(dict(spec, m=32, m_upper=32), dev) is None
+    assert "slower than separate cuBLAS" in gt.measured_loss(spec, dev)
+    assert gt.measured_loss(dict(spec, m=32, m_upper=32), dev) is None
     single = dict(dtype=torch.bfloat16, k=2048, ns=(2048,), count=1)
-    assert gm.measured_single(dict(single, m=1, m_upper=1), dev) is None
-    assert "6.98 vs cuBLAS 6.38" in gm.measured_single(dict(single, m=8, m_upper=8), dev)
+    assert gt.measured_single(dict(single, m=1, m_upper=1), dev) is None
+    assert "6.98 vs cuBLAS 6.38" in gt.measured_single(dict(single, m=8, m_upper=8), dev)
     lm = dict(single, ns=(128256,), m=8, m_upper=8)
-    assert gm.measured_single(lm, dev).startswith(SINGLE_SLOWER)
-    assert gm.measured_single(dict(lm, m=1, m_upper=1), dev) is None
+    assert gt.measured_single(lm, dev).startswith(SINGLE_SLOWER)
+    assert gt.measured_single(dict(lm, m=1, m_upper=1), dev) is None

@@ -1,4 +1,4 @@
-"""Programmatic dependent launch of the merged GEMM (``gemm_merge.PDL``, issue 19), on CPU.
+"""Programmatic dependent launch of the merged GEMM (``gemm_knobs.Knobs.pdl``, issue 19), on CPU.
 
 The launcher passes ``launch_pdl=True`` and the kernel's ``PDL`` form only where PDL exists (CUDA sm_90+, not
 HIP, not the interpreter, a Triton with ``gdc_wait`` / ``gdc_launch_dependents`` and the ``launch_pdl``
@@ -14,6 +14,9 @@ import types
 import pytest
 import torch
 
+from rocm_inductor.providers.triton import gemm_configs as gc
+from rocm_inductor.providers.triton import gemm_kernels as gk
+from rocm_inductor.providers.triton import gemm_knobs as knobs
 from rocm_inductor.providers.triton import gemm_merge as gm
 
 
@@ -40,12 +43,12 @@ def _params(ns=(8, 4), k=32, dtype=torch.float32):
 
 def test_interpreter_never_takes_pdl(monkeypatch):
     """PDL switched on under the interpreter: a real launch, no ``launch_pdl``, the plain kernel, right result."""
-    monkeypatch.setattr(gm, "PDL", True)
     monkeypatch.delenv("ROCM_FUSED_GEMM_PDL", raising=False)
-    rec = _Recorder(gm._merged_gemm_kernel)
-    monkeypatch.setattr(gm, "_merged_gemm_kernel", rec)
+    rec = _Recorder(gk._merged_gemm_kernel)
+    monkeypatch.setattr(gk, "_merged_gemm_kernel", rec)
     x, ws = _params()
-    outs = gm.merged_gemm(x, ws, [None, None], config=gm.Config(1, 4, 32, 1, 4, 1, False, False, True, True))
+    with knobs.override(pdl=True):
+        outs = gm.merged_gemm(x, ws, [None, None], config=gc.Config(1, 4, 32, 1, 4, 1, False, False, True, True))
     assert len(rec.calls) == 1 and "launch_pdl" not in rec.calls[0] and rec.calls[0]["PDL"] is False
     for o, w in zip(outs, ws):
         torch.testing.assert_close(o, x @ w.T, rtol=1e-5, atol=1e-5)
@@ -73,17 +76,18 @@ def test_use_pdl_switch_env_and_parameters(monkeypatch):
     x = _fake_cuda(monkeypatch)
     _, ws = _params()
     monkeypatch.delenv("ROCM_FUSED_GEMM_PDL", raising=False)
-    monkeypatch.setattr(gm, "PDL", False)
-    assert not gm.use_pdl(x, ws)
+    with knobs.override(pdl=False):
+        assert not gm.use_pdl(x, ws)
     for switch in (True, None):
-        monkeypatch.setattr(gm, "PDL", switch)
-        assert gm.use_pdl(x, ws)
-        assert not gm.use_pdl(x, [w.detach().clone() for w in ws])  # plain tensors: maybe written just before
+        with knobs.override(pdl=switch):
+            assert gm.use_pdl(x, ws)
+            assert not gm.use_pdl(x, [w.detach().clone() for w in ws])  # plain tensors: maybe written just before
     monkeypatch.setenv("ROCM_FUSED_GEMM_PDL", "0")
-    assert not gm.use_pdl(x, ws)
-    monkeypatch.setattr(gm, "PDL", False)
+    with knobs.override(pdl=None):
+        assert not gm.use_pdl(x, ws)
     monkeypatch.setenv("ROCM_FUSED_GEMM_PDL", "1")
-    assert gm.use_pdl(x, ws)
+    with knobs.override(pdl=False):
+        assert gm.use_pdl(x, ws)
 
 
 @pytest.mark.parametrize("on", [False, True])
@@ -91,9 +95,9 @@ def test_launcher_passes_launch_pdl_only_when_used(monkeypatch, on):
     """The launch's keywords: ``PDL`` and ``launch_pdl`` together, or neither (recorded, not run)."""
     monkeypatch.setattr(gm, "use_pdl", lambda x, weights: on)
     rec = _Recorder()
-    monkeypatch.setattr(gm, "_merged_gemm_kernel", rec)
+    monkeypatch.setattr(gk, "_merged_gemm_kernel", rec)
     x, ws = _params()
-    gm.launch(x, ws, [None, None], gm.Config(1, 4, 32, 1, 4, 1, False, False, True, True))
+    gm.launch(x, ws, [None, None], gc.Config(1, 4, 32, 1, 4, 1, False, False, True, True))
     (kw,) = rec.calls
     assert kw["PDL"] is on and kw.get("launch_pdl", False) is on and ("launch_pdl" in kw) is on
 
@@ -103,15 +107,15 @@ def test_triton_has_pdl_matches_installed_triton():
     import triton.backends.nvidia.compiler as nvc
 
     has_fields = "launch_pdl" in getattr(nvc.CUDAOptions, "__dataclass_fields__", {})
-    assert gm.triton_has_pdl() is (gm._HAS_GDC and has_fields)
+    assert gm.triton_has_pdl() is (gk.HAS_GDC and has_fields)
 
 
 def test_pdl_aot_cases_are_sm90_only():
     """The PDL kernels' compile cases exist and name only sm_90 (griddepcontrol is Hopper PTX)."""
-    cases = [c for c in gm.aot_cases() if c["constexprs"].get("PDL")]
-    if not gm._HAS_GDC:
+    cases = [c for c in gk.aot_cases() if c["constexprs"].get("PDL")]
+    if not gk.HAS_GDC:
         pytest.skip("this Triton has no gdc_wait")
     assert {c["name"] for c in cases} == {"qkv_gemvfull_pdl_m1_bf16", "qkv_dot_pdl_m8_bf16"}
     assert all(c["targets"] == ["sm_90"] for c in cases)
-    assert all(c["constexprs"]["PDL"] is False for c in gm.aot_cases() if c["fn"] is gm._merged_gemm_kernel
+    assert all(c["constexprs"]["PDL"] is False for c in gk.aot_cases() if c["fn"] is gk._merged_gemm_kernel
                and c not in cases)

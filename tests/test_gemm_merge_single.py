@@ -17,7 +17,9 @@ from graph_utils import compile_run, needs_interpreter
 from test_gemm_merge_kernels import assert_gemm_contract
 
 from rocm_inductor.ops.gemm_merge import SINGLE_SLOWER, SINGLE_UNMEASURED
+from rocm_inductor.providers.triton import gemm_configs as gc
 from rocm_inductor.providers.triton import gemm_merge as gm
+from rocm_inductor.providers.triton import gemm_tables as gt
 
 #: CPU tests: Triton under the interpreter and CPU-device tables (on a GPU host the gpu-marked tests cover it).
 pytestmark = needs_interpreter
@@ -46,7 +48,7 @@ def _table(tmp_path, monkeypatch, entries):
 
 
 def _entry(m, ours, sep, dtype="float32", k=H, n=N, device="cpu"):
-    cfg = dataclasses.asdict(gm.Config(16, 16, 64, 1, 4, 3, True))
+    cfg = dataclasses.asdict(gc.Config(16, 16, 64, 1, 4, 3, True))
     return dict(device=device, m=m, k=k, ns=[n], dtype=dtype, config=cfg, ours_us=ours, separate_us=sep)
 
 
@@ -104,15 +106,15 @@ def test_measured_single_buckets(tmp_path, monkeypatch):
     beyond the largest measured M: unmeasured (silent)."""
     _table(tmp_path, monkeypatch, [_entry(1, 2.0, 5.0), _entry(8, 6.0, 5.0), _entry(32, 3.0, 5.0)])
     spec = dict(dtype=torch.float32, k=H, ns=(N,), count=1)
-    assert gm.measured_single({**spec, "m": 1, "m_upper": 1}) is None
-    assert SINGLE_SLOWER in gm.measured_single({**spec, "m": 2, "m_upper": 2})
-    assert gm.measured_single({**spec, "m": 16, "m_upper": 16}) is None
-    assert SINGLE_SLOWER in gm.measured_single({**spec, "m": None, "m_upper": 32})  # M = 8 loses
-    assert gm.measured_single({**spec, "m": None, "m_upper": 1}) is None
+    assert gt.measured_single({**spec, "m": 1, "m_upper": 1}) is None
+    assert SINGLE_SLOWER in gt.measured_single({**spec, "m": 2, "m_upper": 2})
+    assert gt.measured_single({**spec, "m": 16, "m_upper": 16}) is None
+    assert SINGLE_SLOWER in gt.measured_single({**spec, "m": None, "m_upper": 32})  # M = 8 loses
+    assert gt.measured_single({**spec, "m": None, "m_upper": 1}) is None
     _table(tmp_path, monkeypatch, [_entry(8, 2.0, 5.0)])
-    assert gm.measured_single({**spec, "m": 16, "m_upper": 16}).startswith(SINGLE_UNMEASURED)
+    assert gt.measured_single({**spec, "m": 16, "m_upper": 16}).startswith(SINGLE_UNMEASURED)
     monkeypatch.setenv("ROCM_FUSED_GEMM_UNMEASURED", "1")  # applies to merges only
-    assert gm.measured_single({**spec, "m": 1, "m_upper": 1, "ns": (8,)}).startswith(SINGLE_UNMEASURED)
+    assert gt.measured_single({**spec, "m": 1, "m_upper": 1, "ns": (8,)}).startswith(SINGLE_UNMEASURED)
 
 
 @pytest.mark.slow
@@ -145,16 +147,16 @@ def test_cpu_compile_on_a_gpu_host_follows_the_cpu_rules(tmp_path, monkeypatch):
     from rocm_inductor.ops.norm_gemm import norm_gemm_spec
     from rocm_inductor.providers.triton import norm_gemm as ng
 
-    monkeypatch.setattr(gm, "_device_name", lambda: "NVIDIA H200")
+    monkeypatch.setattr(gt, "_device_name", lambda: "NVIDIA H200")
     monkeypatch.delenv("ROCM_FUSED_GEMM_UNMEASURED", raising=False)
     _table(tmp_path, monkeypatch, [_entry(8, 2.0, 5.0)])
     x, w = torch.randn(6, H), torch.randn(N, H)
     single = merged_gemm_spec(x, [w], [None], 6)
-    assert single["device_type"] == "cpu" and gm.measured_single(single) is None
-    assert gm.measured_single({**single, "device_type": "cuda"}).startswith(SINGLE_UNMEASURED)
+    assert single["device_type"] == "cpu" and gt.measured_single(single) is None
+    assert gt.measured_single({**single, "device_type": "cuda"}).startswith(SINGLE_UNMEASURED)
     merge = merged_gemm_spec(x, [w, w], [None, None], 6)
-    assert gm.measured_loss(merge) is None
-    assert "not measured" in gm.measured_loss({**merge, "device_type": "cuda"})
+    assert gt.measured_loss(merge) is None
+    assert "not measured" in gt.measured_loss({**merge, "device_type": "cuda"})
     fold = norm_gemm_spec(x, None, torch.ones(H), 0.0, [w, w], [None, None], 6)
     monkeypatch.setattr(gm, "_interpreting", lambda: True)
     assert gm.check(merge) is None and ng.check(fold) is None

@@ -98,14 +98,15 @@ def test_op_validates_its_inputs():
 
 
 def _use_table(tmp_path, monkeypatch, entries):
-    """Point the prologue table at a file of ``entries`` (read once per path by ``gemm_merge.load_table``)."""
+    """Point the prologue table at a file of ``entries`` (read once per path by ``gemm_tables.load_table``) for
+    the ``with`` block."""
     import json
 
-    from rocm_inductor.providers.triton import norm_gemm as ng
+    from rocm_inductor.providers.triton import gemm_knobs as knobs
 
     path = tmp_path / "norm_gemm_tuned.json"
     path.write_text(json.dumps({"entries": entries}))
-    monkeypatch.setattr(ng, "TABLE_PATH", str(path))
+    return knobs.override(norm_table=str(path))
 
 
 def test_prologue_table_lookup(tmp_path, monkeypatch):
@@ -117,11 +118,11 @@ def test_prologue_table_lookup(tmp_path, monkeypatch):
              "fused_us": 6.1, "pair_us": 6.8},
             {"device": "GPU", "m": 1, "k": 2048, "ns": [8192, 8192], "dtype": "bfloat16", "config": cfg,
              "fused_us": 19.1, "pair_us": 19.0}]
-    _use_table(tmp_path, monkeypatch, rows)
-    assert ng.prologue_config(1, 2048, (2048, 512, 512), torch.bfloat16, "GPU").block_n == 4
-    assert ng.prologue_config(1, 2048, (8192, 8192), torch.bfloat16, "GPU") is None  # measured slower: not taken
-    assert ng.prologue_config(2, 2048, (2048, 512, 512), torch.bfloat16, "GPU") is None  # BLOCK_M 1 < 2 rows
-    assert ng.prologue_config(1, 2048, (2048, 512, 512), torch.bfloat16, "other") is None
+    with _use_table(tmp_path, monkeypatch, rows):
+        assert ng.prologue_config(1, 2048, (2048, 512, 512), torch.bfloat16, "GPU").block_n == 4
+        assert ng.prologue_config(1, 2048, (8192, 8192), torch.bfloat16, "GPU") is None  # measured slower: not taken
+        assert ng.prologue_config(2, 2048, (2048, 512, 512), torch.bfloat16, "GPU") is None  # BLOCK_M 1 < 2 rows
+        assert ng.prologue_config(1, 2048, (2048, 512, 512), torch.bfloat16, "other") is None
 
 
 # ---------------------------------------------------------------------------------------------- the pass
@@ -228,22 +229,22 @@ def test_gpu_check_takes_only_measured_prologue_tiles(tmp_path, monkeypatch):
 
     cfg = {"block_m": 1, "block_n": 4, "block_k": 2048, "split_k": 1, "num_warps": 4, "num_stages": 1, "dot": False,
            "late": False, "full": True, "evict": True}
-    _use_table(tmp_path, monkeypatch, [{"device": "GPU", "m": 1, "k": 2048, "ns": [64, 32], "dtype": "bfloat16",
-                                        "config": cfg, "fused_us": 6.1, "pair_us": 6.8}])
-    monkeypatch.setattr(ng.gm, "_interpreting", lambda: False)
-    monkeypatch.setattr(ng.gm, "check", lambda spec: None)  # the merged GEMM's own table is not under test here
-    bf = torch.bfloat16
+    with _use_table(tmp_path, monkeypatch, [{"device": "GPU", "m": 1, "k": 2048, "ns": [64, 32], "dtype": "bfloat16",
+                                            "config": cfg, "fused_us": 6.1, "pair_us": 6.8}]):
+        monkeypatch.setattr(ng.gm, "_interpreting", lambda: False)
+        monkeypatch.setattr(ng.gm, "check", lambda spec: None)  # the merged GEMM's own table is not under test here
+        bf = torch.bfloat16
 
-    def spec(m, ns):
-        x = torch.empty(m, 2048, dtype=bf)
-        return norm_gemm_spec(x, x, torch.empty(2048, dtype=bf), 0.0, [torch.empty(n, 2048, dtype=bf) for n in ns],
-                              [None] * len(ns), m)
+        def spec(m, ns):
+            x = torch.empty(m, 2048, dtype=bf)
+            return norm_gemm_spec(x, x, torch.empty(2048, dtype=bf), 0.0, [torch.empty(n, 2048, dtype=bf) for n in ns],
+                                  [None] * len(ns), m)
 
-    assert ng.check(spec(1, (64, 32)), device="GPU") is None
-    assert "no measured prologue tile" in ng.check(spec(8, (64, 32)), device="GPU")
-    assert "no measured prologue tile" in ng.check(spec(1, (128256,)), device="GPU")
-    s = spec(1, (64, 32))
-    s["m"] = None
-    assert "symbolic M" in ng.check(s, device="GPU")
-    monkeypatch.setenv("ROCM_FUSED_GEMM_UNMEASURED", "1")
-    assert ng.check(spec(8, (64, 32)), device="GPU") is None
+        assert ng.check(spec(1, (64, 32)), device="GPU") is None
+        assert "no measured prologue tile" in ng.check(spec(8, (64, 32)), device="GPU")
+        assert "no measured prologue tile" in ng.check(spec(1, (128256,)), device="GPU")
+        s = spec(1, (64, 32))
+        s["m"] = None
+        assert "symbolic M" in ng.check(s, device="GPU")
+        monkeypatch.setenv("ROCM_FUSED_GEMM_UNMEASURED", "1")
+        assert ng.check(spec(8, (64, 32)), device="GPU") is None

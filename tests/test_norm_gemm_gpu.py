@@ -29,14 +29,14 @@ def _case(m, ns, k, dtype=torch.bfloat16, residual=True, seed=0):
                                   ((1000, 24), 896)])
 def test_prologue_and_two_launch_paths_meet_the_contract(m, residual, ns, k):
     from rocm_inductor.providers.reference import rms_norm_gemm_ref
-    from rocm_inductor.providers.triton import gemm_merge as gm
+    from rocm_inductor.providers.triton import gemm_configs as gc
     from rocm_inductor.providers.triton import norm_gemm as ng
 
     x, r, gw, ws = _case(m, ns, k, residual=residual)
     nob = [None] * len(ns)
     cfgs = [None]
     if m <= 2:  # the prologue itself, whatever the table picks for this shape
-        cfgs.append(gm.Config(m, 2 if k >= 2048 else 4, 1 << (k - 1).bit_length(), 1, 8, 1, False, False, True, True))
+        cfgs.append(gc.Config(m, 2 if k >= 2048 else 4, 1 << (k - 1).bit_length(), 1, 8, 1, False, False, True, True))
     ref64 = rms_norm_gemm_ref(x.double(), None if r is None else r.double(), gw.double(), 1e-5, 0.0,
                               [w.double() for w in ws], nob)
     eager = rms_norm_gemm_ref(x, r, gw, 1e-5, 0.0, ws, nob)
@@ -51,11 +51,11 @@ def test_prologue_and_two_launch_paths_meet_the_contract(m, residual, ns, k):
 
 def test_capture_replays_the_prologue_with_new_inputs():
     from rocm_inductor.providers.reference import rms_norm_gemm_ref
-    from rocm_inductor.providers.triton import gemm_merge as gm
+    from rocm_inductor.providers.triton import gemm_configs as gc
     from rocm_inductor.providers.triton import norm_gemm as ng
 
     x, r, gw, ws = _case(1, (2048, 512, 512), 2048)
-    cfg = gm.Config(1, 2, 2048, 1, 8, 1, False, False, True, True)
+    cfg = gc.Config(1, 2, 2048, 1, 8, 1, False, False, True, True)
     nob = [None] * 3
     ng.rms_norm_gemm(x, r, gw, 1e-5, 0.0, ws, nob, config=cfg)  # compile outside the capture
     graph = torch.cuda.CUDAGraph()

@@ -22,6 +22,7 @@ from test_norm_gemm_adversarial import FUSED, MERGED, NG, NORM, _misses, _same, 
 from rocm_inductor.ops.gemm_merge import SINGLE_UNMEASURED, merged_gemm_spec
 from rocm_inductor.ops.norm_gemm import norm_gemm_spec
 from rocm_inductor.providers.triton import gemm_merge as gm
+from rocm_inductor.providers.triton import gemm_tables as gt
 from rocm_inductor.providers.triton import norm_gemm as ng
 
 H = 16
@@ -385,12 +386,12 @@ def test_spec_device_of_old_and_new_specs():
     assert merge["device_type"] == "cpu" and fold["device_type"] == "cpu"
     mp = pytest.MonkeyPatch()
     try:
-        mp.setattr(gm, "_device_name", lambda: "NVIDIA H200")
-        assert gm.spec_device(merge) is None
-        assert gm.spec_device(old(merge)) == "NVIDIA H200"
-        assert gm.spec_device({**merge, "device_type": "cuda"}) == "NVIDIA H200"
-        mp.setattr(gm, "_device_name", lambda: None)
-        assert gm.spec_device(old(merge)) is None and gm.spec_device({**merge, "device_type": "cuda"}) is None
+        mp.setattr(gt, "_device_name", lambda: "NVIDIA H200")
+        assert gt.spec_device(merge) is None
+        assert gt.spec_device(old(merge)) == "NVIDIA H200"
+        assert gt.spec_device({**merge, "device_type": "cuda"}) == "NVIDIA H200"
+        mp.setattr(gt, "_device_name", lambda: None)
+        assert gt.spec_device(old(merge)) is None and gt.spec_device({**merge, "device_type": "cuda"}) is None
     finally:
         mp.undo()
 
@@ -411,7 +412,7 @@ def test_old_specs_keep_the_gpu_host_behaviour(tmp_path, monkeypatch):
     """A hand-built spec without ``device_type`` (an old caller) on a GPU host is decided by the GPU's table as
     before: unmeasured -> "not measured" / single unmeasured, a slower entry -> refused; never the CPU rules."""
     merge, single, _, old = _specs()
-    monkeypatch.setattr(gm, "_device_name", lambda: "NVIDIA H200")
+    monkeypatch.setattr(gt, "_device_name", lambda: "NVIDIA H200")
     monkeypatch.delenv("ROCM_FUSED_GEMM_UNMEASURED", raising=False)
     _table(tmp_path, monkeypatch, [_entry(8, 2.0, 5.0, ns=(8, 9))])
     assert "not measured" in gm.measured_loss(old(merge))
@@ -429,7 +430,7 @@ def test_cuda_spec_on_a_host_without_a_gpu_is_unaffected(tmp_path, monkeypatch):
     device: measured_loss refuses nothing, measured_single reads the "cpu" entries); ``check`` never gives the
     CPU-tensor reason for a cuda or old spec."""
     merge, single, fold, old = _specs()
-    monkeypatch.setattr(gm, "_device_name", lambda: None)
+    monkeypatch.setattr(gt, "_device_name", lambda: None)
     monkeypatch.delenv("ROCM_FUSED_GEMM_UNMEASURED", raising=False)
     _table(tmp_path, monkeypatch, [_entry(8, 2.0, 5.0, ns=(8,), device="cpu")])
     cuda = lambda s: {**s, "device_type": "cuda"}  # noqa: E731
@@ -451,7 +452,7 @@ def test_explicit_device_argument_still_wins(tmp_path, monkeypatch):
     """``measured_loss(spec, device)`` / ``measured_single(spec, device)`` with a device named by the caller read
     that device's entries, whatever the spec's ``device_type``."""
     merge, single, _, _ = _specs()
-    monkeypatch.setattr(gm, "_device_name", lambda: None)
+    monkeypatch.setattr(gt, "_device_name", lambda: None)
     monkeypatch.delenv("ROCM_FUSED_GEMM_UNMEASURED", raising=False)
     _table(tmp_path, monkeypatch, [_entry(8, 9.0, 5.0), _entry(8, 9.0, 5.0, ns=(8,))])
     assert "slower than separate cuBLAS" in gm.measured_loss(merge, "NVIDIA H200")
