@@ -168,7 +168,8 @@ def run_pass(p: Any, graph: Graph, ctx: PassContext) -> None:
         return
     p.prepare(graph, ctx)
     for cand in list(p.find(graph, ctx)):
-        if cand.anchor.graph is not graph:  # consumed by an earlier rewrite of this pass
+        # consumed by an earlier rewrite (an erased node keeps its .graph: ask _erased)
+        if getattr(cand.anchor, "_erased", False) or cand.anchor.graph is not graph:
             continue
         try:
             params = p.read(graph, ctx, cand)
