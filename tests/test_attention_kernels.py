@@ -266,7 +266,7 @@ def test_bench_anchors_agree_on_cpu():
     """The benchmark's HF attention (repeat_kv + SDPA) and packed SDPA compute the same thing (tiny, CPU)."""
     from bench_utils import load_bench
 
-    bench = load_bench("bench_attention.py")
+    bench = load_bench("ops/bench_attention.py")
     q, k, v = make(2, 8, 2, 1, 20, 16, dtype=torch.float32)
     mask = causal_from_position([5, 19], 1, 20)
     a = bench.hf_attention(q, k, v, mask, 0.25, 4)
@@ -278,7 +278,7 @@ def test_bench_rebase_reads_the_current_pick():
     """``--from-sweep``: the table's ours_us is the sweep time of what launch_config picks now."""
     from bench_utils import load_bench
 
-    bench = load_bench("bench_attention.py")
+    bench = load_bench("ops/bench_attention.py")
     row = {"model": "llama-3.2-1b", "max_cache_len": "1024", "batch": "1", "inductor_us": "15.0",
            "sdpa_packed_us": "24.0", "flex_us": "", "ours_us": "6.5", "floor_us": "0.25", "best_sweep_us": "5.0",
            "best_sweep_cfg": "32 splits bn32", "note": ""}

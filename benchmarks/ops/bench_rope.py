@@ -17,7 +17,7 @@ excluded) over the time, and its fraction of the device-to-device copy bandwidth
 Writes ``rope.md`` / ``rope.csv`` to ``--out`` (default benchmarks/results). About 60-90 s on an H200 plus
 FlashInfer's JIT.
 
-Usage: ``python benchmarks/bench_rope.py [--out DIR] [--reps 20] [--inner 20]``
+Usage: ``python benchmarks/ops/bench_rope.py [--out DIR] [--reps 20] [--inner 20]``
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ import os
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
 from timing import copy_bandwidth_gbs, graph_time_us, write_results  # noqa: E402  (benchmarks/timing.py)
 
 TOKENS = (1, 32, 512, 8192)
@@ -115,7 +117,7 @@ def write(rows: list[dict], out: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "results"))
     p.add_argument("--reps", type=int, default=20, help="graph replays timed (median)")
     p.add_argument("--inner", type=int, default=20, help="calls captured per graph")
     args = p.parse_args(argv)

@@ -18,8 +18,8 @@ store) of a few read configs, and the per-launch fixed cost in a graph: an empty
 (``PDL_LAUNCHES`` back-to-back launches per graph), each with PDL off and on. Where PDL is not available
 (no sm_90, ROCm, the interpreter, a Triton without it) the "on" rows are left out.
 
-    python benchmarks/bench_read_floor.py --out $OUT
-    TRITON_INTERPRET=1 python benchmarks/bench_read_floor.py --device cpu --tiny --out /tmp/x   # smoke test
+    python benchmarks/ops/bench_read_floor.py --out $OUT
+    TRITON_INTERPRET=1 python benchmarks/ops/bench_read_floor.py --device cpu --tiny --out /tmp/x   # smoke test
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path[:0] = [str(pathlib.Path(__file__).resolve().parents[i]) for i in (0, 1)]  # ops/, benchmarks/ (timing)
 from bench_decode_gemm import _copies, _time_rotating  # noqa: E402
 from timing import copy_bandwidth_gbs, versions, write_results  # noqa: E402
 
@@ -52,7 +52,7 @@ CONFIGS = [(b, u, w, p) for w in (4, 8) for b in (1024, 4096) for u in (1, 4) fo
            if w * 32 <= 1024]
 
 
-#: Read configs timed with PDL off and on: session 4's fastest q/k/v reads (``results/decode_gemm_read_floor.md``:
+#: Read configs timed with PDL off and on: session 4's fastest q/k/v reads (``results/runs/read_floor.csv``:
 #: BLOCK 4096 w8 tile 5.20 us, BLOCK 1024 w8 1056 programs 5.37 us) and the 4-warp tile (5.86 us).
 PDL_CONFIGS = [(4096, 1, 8, 0), (1024, 1, 8, 1056), (1024, 1, 4, 0)]
 #: Back-to-back launches per graph of the empty / one-element kernels (one graph replay each rep).

@@ -29,8 +29,8 @@ Budget: runs go in priority order (per decode bucket eager, inductor, level 1; t
 which compiles 2.5-3x longer) and a run whose estimated cost (first guess scaled by layer count, then the
 last measured run of that config and bucket kind) would pass ``--budget-s`` is skipped and marked so.
 
-    python benchmarks/decode.py --models llama [--buckets 1,8,32] [--prefill 512] [--out benchmarks/results]
-    python benchmarks/decode.py --chart benchmarks/results/decode_*.csv   # one chart from several runs
+    python benchmarks/e2e/decode.py --models llama [--buckets 1,8,32] [--prefill 512] [--out benchmarks/results]
+    python benchmarks/e2e/decode.py --chart benchmarks/results/decode_*.csv   # one chart from several runs
 Writes ``decode_<models>.csv|md|png`` under ``--out`` and prints the table last. ``--tiny --device cpu`` is
 the smoke test of the script itself (2 layers, no CUDA graphs; ``tests/test_decode_bench.py``).
 """
@@ -56,7 +56,7 @@ import torch  # noqa: E402
 
 import rocm_inductor  # noqa: E402,F401  (registers the custom ops; reports of what each compile rewrote)
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # benchmarks/: cli, hf_models, timing
 import cli  # noqa: E402  (benchmarks/cli.py)
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
 from timing import capture_graph, time_call, versions, write_results  # noqa: E402  (benchmarks/timing.py)
@@ -88,7 +88,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def load_hf_sampler():
     """``hf_sampler`` from ``tests/sampling_spellings.py``, loaded by path (``tests`` is not a package)."""
-    path = pathlib.Path(__file__).resolve().parents[1] / "tests" / "sampling_spellings.py"
+    path = pathlib.Path(__file__).resolve().parents[2] / "tests" / "sampling_spellings.py"
     spec = importlib.util.spec_from_file_location("_decode_sampling_spellings", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -428,7 +428,7 @@ def eager_reference(model, cfg, args, batch, seq) -> dict:
 
 
 def warm_flashinfer(cuda: bool) -> None:
-    """JIT FlashInfer's norm module once up front (~14 s on the H200, DEVICE.md), so it does not land in
+    """JIT FlashInfer's norm module once up front (~14 s on the H200, docs/gpu.md), so it does not land in
     the first level-1 compile time. Absent FlashInfer is fine (the policy falls back to Triton)."""
     if not cuda:
         return

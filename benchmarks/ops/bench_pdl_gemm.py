@@ -15,8 +15,8 @@ rotated over copies > 2x L2 (``bench_decode_gemm._time_rotating``), ``gemm_merge
 Weights are ``nn.Parameter`` (the launcher takes PDL only for parameters). Where PDL is not available (no
 sm_90, ROCm, interpreter) the "on" rows equal "off" and say so.
 
-    python benchmarks/bench_pdl_gemm.py --out $OUT
-    TRITON_INTERPRET=1 python benchmarks/bench_pdl_gemm.py --device cpu --tiny --out /tmp/x    # smoke test
+    python benchmarks/ops/bench_pdl_gemm.py --out $OUT
+    TRITON_INTERPRET=1 python benchmarks/ops/bench_pdl_gemm.py --device cpu --tiny --out /tmp/x    # smoke test
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import time
 
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-sys.path.insert(1, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(pathlib.Path(__file__).resolve().parents[i]) for i in (0, 1)]  # ops/, benchmarks/ (timing)
+sys.path.insert(2, str(pathlib.Path(__file__).resolve().parents[2]))  # rocm_inductor without an install
 from bench_decode_gemm import _copies, _time_rotating  # noqa: E402
 from timing import versions, write_results  # noqa: E402
 

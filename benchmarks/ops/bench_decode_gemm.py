@@ -37,8 +37,8 @@ estimated cost would pass ``--budget-s`` is skipped and listed (compiles: ~30 s 
 for the 28-layer Qwen3 on the H200, benchmarks/results/decode_*.csv); the full matrix takes more than one
 4-minute call: split it with ``--models`` / ``--buckets``.
 
-    python benchmarks/bench_decode_gemm.py [--models llama,qwen3] [--buckets 1,8,32] [--out benchmarks/results]
-    python benchmarks/bench_decode_gemm.py --tiny --device cpu --out /tmp/x     # smoke test (CPU, interpreter)
+    python benchmarks/ops/bench_decode_gemm.py [--models llama,qwen3] [--buckets 1,8,32] [--out benchmarks/results]
+    python benchmarks/ops/bench_decode_gemm.py --tiny --device cpu --out /tmp/x     # smoke test (CPU, interpreter)
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="induct
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-sys.path.insert(1, str(pathlib.Path(__file__).resolve().parents[1]))  # rocm_inductor without an install
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # benchmarks/: cli, hf_models, timing
+sys.path.insert(1, str(pathlib.Path(__file__).resolve().parents[2]))  # rocm_inductor without an install
 import cli  # noqa: E402  (benchmarks/cli.py)
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
 from timing import copy_bandwidth_gbs, graph_time_us, time_call, versions, write_results  # noqa: E402

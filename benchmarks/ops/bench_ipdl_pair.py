@@ -21,8 +21,8 @@ per call from CUDA-graph replays (CUDA events), the weights rotated over 16 copi
 Where Inductor has no ``enable_pdl`` (the torch of this process) the PDL-norm rows are skipped with the
 reason printed; where our PDL is unavailable (not CUDA sm_90+, interpreter) the "on" rows equal "off".
 
-    python benchmarks/bench_ipdl_pair.py --tiles --out $OUT
-    TRITON_INTERPRET=1 python benchmarks/bench_ipdl_pair.py --device cpu --tiny --out /tmp/x    # smoke test
+    python benchmarks/ops/bench_ipdl_pair.py --tiles --out $OUT
+    TRITON_INTERPRET=1 python benchmarks/ops/bench_ipdl_pair.py --device cpu --tiny --out /tmp/x    # smoke test
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="induct
 
 import torch  # noqa: E402
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-sys.path.insert(1, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(pathlib.Path(__file__).resolve().parents[i]) for i in (0, 1)]  # ops/, benchmarks/ (timing)
+sys.path.insert(2, str(pathlib.Path(__file__).resolve().parents[2]))  # rocm_inductor without an install
 from bench_decode_gemm import _time_rotating, inductor_has_pdl, pdl_kernel_files  # noqa: E402
 from bench_pdl_gemm import _norm, graph_edges, parse_pair_args  # noqa: E402
 from timing import versions, write_results  # noqa: E402

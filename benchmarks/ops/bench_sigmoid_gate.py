@@ -20,7 +20,7 @@ no vendor provider appears (FlashInfer's presence is only reported).
 Writes ``sigmoid_gate.md`` and ``sigmoid_gate.csv`` to ``--out`` (default benchmarks/results) and prints the
 table. Runtime about a minute on an H200 (Inductor compiles and our autotuning included).
 
-Usage: ``python benchmarks/bench_sigmoid_gate.py [--out DIR] [--reps 30] [--inner 20]``
+Usage: ``python benchmarks/ops/bench_sigmoid_gate.py [--out DIR] [--reps 30] [--inner 20]``
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ import sys
 from collections.abc import Callable
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
 from timing import copy_bandwidth_gbs, graph_time_us, write_results  # noqa: E402  (benchmarks/timing.py)
 
 SHAPES = ((1, 4096), (32, 4096), (2048, 8192))
@@ -127,7 +129,7 @@ def write(rows: list[dict], out: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "results"))
     p.add_argument("--reps", type=int, default=30, help="graph replays timed (median)")
     p.add_argument("--inner", type=int, default=20, help="calls captured per graph")
     args = p.parse_args(argv)

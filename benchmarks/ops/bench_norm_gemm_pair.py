@@ -18,8 +18,8 @@ a step would still pay with no projection after it; issue 19's q/k/v target is <
 Numerics: the fused outputs vs the two-launch pair (max |diff| of the GEMM outputs, ``s`` bitwise) and vs the
 float64 reference of norm + GEMMs (max |diff| / max |ref|, next to the pair's own).
 
-    python benchmarks/bench_norm_gemm_pair.py --out $OUT [--buckets 1,8] [--models llama,qwen3]
-    TRITON_INTERPRET=1 python benchmarks/bench_norm_gemm_pair.py --device cpu --tiny --out /tmp/x   # smoke test
+    python benchmarks/ops/bench_norm_gemm_pair.py --out $OUT [--buckets 1,8] [--models llama,qwen3]
+    TRITON_INTERPRET=1 python benchmarks/ops/bench_norm_gemm_pair.py --device cpu --tiny --out /tmp/x   # smoke test
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="induct
 
 import torch  # noqa: E402
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-sys.path.insert(1, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(pathlib.Path(__file__).resolve().parents[i]) for i in (0, 1)]  # ops/, benchmarks/ (timing)
+sys.path.insert(2, str(pathlib.Path(__file__).resolve().parents[2]))  # rocm_inductor without an install
 from bench_decode_gemm import SHAPES, TINY_SHAPES, _cfg_str, _copies, _time_rotating  # noqa: E402
 from bench_pdl_gemm import _norm, parse_pair_args  # noqa: E402
 from timing import copy_bandwidth_gbs, versions, write_results  # noqa: E402

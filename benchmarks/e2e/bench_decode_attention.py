@@ -18,7 +18,7 @@ Budget: runs go in priority order (Llama at 1024 for B = 1, 8, 32; Llama at 4096
 1024, then at 4096; inductor before rocm_fused per bucket) and a run that would end past ``--budget-s``
 (estimated from the last compile of that model) is skipped and listed.
 
-    python benchmarks/bench_decode_attention.py [--models llama,qwen3,gemma] [--max-cache-len 1024,4096]
+    python benchmarks/e2e/bench_decode_attention.py [--models llama,qwen3,gemma] [--max-cache-len 1024,4096]
         [--batches 1,8,32] [--budget-s 470] [--out benchmarks/results]
 Writes ``decode_attention.csv`` (columns exactly ``model,max_cache_len,batch,config,step_us``) and
 ``decode_attention.md`` (the same rows with vs_inductor, the attention rewrites, logit_err, status) under
@@ -46,7 +46,7 @@ import torch  # noqa: E402
 
 import rocm_inductor  # noqa: E402
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # benchmarks/: cli, hf_models, timing
 import cli  # noqa: E402  (benchmarks/cli.py)
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
 from timing import time_call, versions  # noqa: E402  (benchmarks/timing.py)

@@ -15,9 +15,9 @@ time per call is the median replay time, and the row keeps the slower rank's val
 variant's (y, s) is checked against the eager run's first.
 
 Run (2 GPUs; NVLink multicast stays off):
-    TORCH_SYMM_MEM_DISABLE_MULTICAST=1 torchrun --nproc-per-node 2 benchmarks/bench_tp.py --out benchmarks/results
+    TORCH_SYMM_MEM_DISABLE_MULTICAST=1 torchrun --nproc-per-node 2 benchmarks/ops/bench_tp.py --out benchmarks/results
 CPU smoke (gloo, tiny shapes, wall-clock timing, no CUDA graphs):
-    torchrun --nproc-per-node 2 benchmarks/bench_tp.py --device cpu --quick --out /tmp/tp
+    torchrun --nproc-per-node 2 benchmarks/ops/bench_tp.py --device cpu --quick --out /tmp/tp
 Writes ``<out>/tp.csv`` (columns ``tokens,hidden,config,us``) and ``<out>/tp.md`` from rank 0.
 """
 
@@ -33,7 +33,7 @@ import time
 import torch
 import torch.distributed as dist
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/: timing
 from timing import graph_time_us, write_results  # noqa: E402  (benchmarks/timing.py)
 
 import rocm_inductor  # noqa: E402,F401  (registers the ops)

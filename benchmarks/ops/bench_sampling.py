@@ -16,7 +16,7 @@ Grid: V in {32000, 128256, 151936} x B in {1, 8, 32, 64} x filters (float32 logi
   overhead included).
 Everything else is timed over a captured CUDA graph of ``ITERS`` calls (median of ``REPS`` replays).
 
-    python benchmarks/bench_sampling.py [--out DIR] [--append] [--flashinfer] [--budget-s S] [--quick]
+    python benchmarks/ops/bench_sampling.py [--out DIR] [--append] [--flashinfer] [--budget-s S] [--quick]
 Writes ``sampling.csv`` (columns ``vocab,batch,filters,config,us``) and ``sampling.md`` (a table per filter,
 timing mode per config) under ``--out``; ``--append`` merges with the rows already there (one run per FlashInfer
 release). Needs a GPU; FlashInfer optional.
@@ -29,9 +29,12 @@ import csv
 import json
 import math
 import pathlib
+import sys
 import time
 
 import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # benchmarks/: timing
 from timing import graph_time_us, time_call  # noqa: E402  (benchmarks/timing.py)
 
 import rocm_inductor  # noqa: F401  (registers the ops)
@@ -139,7 +142,7 @@ def main() -> None:
     ap.add_argument("--inductor-filters", default=",".join(FILTERS), help="filters Inductor compiles")
     ap.add_argument("--inductor-vocabs", default=",".join(map(str, VOCABS)), help="vocabularies for Inductor")
     ap.add_argument("--set", default="", help="JSON {name: value}: constants of providers/triton/sampling.py to "
-                    "override (a config picked by benchmarks/sweep_sampling.py)")
+                    "override (a config picked by benchmarks/sweeps/sweep_sampling.py)")
     args = ap.parse_args()
     if args.set:
         from rocm_inductor.providers.triton import sampling as tsampling
@@ -248,7 +251,7 @@ def main() -> None:
                         try:
                             with torch.no_grad():
                                 fn(x)
-                        except Exception:  # torch 2.11: SplitScan codegen crash for B > 1 (DEVICE.md)
+                        except Exception:  # torch 2.11: SplitScan codegen crash for B > 1 (docs/gpu.md)
                             fn = torch.compile(hf_chain(**f), dynamic=False)
                         return graph_us(lambda: fn(x))
                     record(v, b, filt, "inductor", dyn, timer)

@@ -17,7 +17,7 @@ one sequence of ``--prefill`` tokens. Each (config, bucket) is compiled from scr
 call. Triton's own kernel cache lives in a temp dir made at start, so a kernel that repeats across runs
 is built once (this favours later runs slightly; runs go in the order given by ``--configs``).
 
-Budget: max-autotune costs ~80 s per bucket on the H200 (DEVICE.md), so by default it runs on
+Budget: max-autotune costs ~80 s per bucket on the H200 (docs/gpu.md), so by default it runs on
 ``--autotune-buckets 8`` only (one decode bucket; prefill tuning is the same work level 2 does), and a run
 is skipped (marked "budget") once ``--budget-s`` (default 480 s) would be exceeded. Defaults fit one device
 call of < 9 minutes; widen with e.g. ``--buckets 1,2,4,8,16,32 --autotune-buckets 1,8,32`` over several calls.
@@ -40,7 +40,7 @@ import time
 
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # benchmarks/: cli, hf_models, timing
 import cli  # noqa: E402  (benchmarks/cli.py)
 import hf_models  # noqa: E402  (benchmarks/hf_models.py: the model and step, shared with decode.py)
 from timing import time_call  # noqa: E402  (benchmarks/timing.py)

@@ -21,7 +21,7 @@ run for the current heuristic (:func:`rebase`: its pick's time from the sweep).
 
 Writes ``attention_layer.csv`` / ``.md`` to ``--out`` (default benchmarks/results). About 2-3 minutes on an H200.
 
-Usage: ``python benchmarks/bench_attention.py [--out DIR] [--reps 10] [--inner 20] [--sweep]``
+Usage: ``python benchmarks/ops/bench_attention.py [--out DIR] [--reps 10] [--inner 20] [--sweep]``
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ import time
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
 from timing import copy_bandwidth_gbs, graph_time_us, write_results  # noqa: E402  (benchmarks/timing.py)
 
 MODELS = (("llama-3.2-1b", 32, 8, 64), ("qwen3-0.6b", 16, 8, 128), ("gemma-2b", 8, 1, 256))
@@ -226,7 +228,7 @@ def rebase(rows: list[dict], sweep: list[dict], sms: int) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "results"))
     p.add_argument("--reps", type=int, default=10, help="graph replays timed (median)")
     p.add_argument("--inner", type=int, default=20, help="calls captured per graph")
     p.add_argument("--sweep", action="store_true", help="also time ours over num_splits x BLOCK_N")

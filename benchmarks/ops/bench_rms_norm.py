@@ -7,7 +7,7 @@ time per call is the median over ``--reps`` replays (CUDA events), so Python and
 Bandwidth: bytes a perfect kernel must move (read x [+ residual] + write y [+ residual] + weight) divided by
 the time, as a fraction of the device-to-device copy bandwidth measured in the same run.
 
-    python benchmarks/bench_rms_norm.py [--out benchmarks/results] [--quick]
+    python benchmarks/ops/bench_rms_norm.py [--out benchmarks/results] [--quick]
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import os
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
 from timing import copy_bandwidth_gbs, graph_time_us  # noqa: E402  (benchmarks/timing.py)
 
 import rocm_inductor  # noqa: F401  (registers the ops)

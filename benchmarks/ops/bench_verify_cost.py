@@ -7,7 +7,7 @@ switched off (``discover.ENABLED``). Prints a markdown table: first-call seconds
 verified, signature-cache hits, seconds spent verifying. HF Llama's spellings are all on the fast path (no
 verification runs); gpt-fast's RoPE is found by discovery, so its layers exercise the cache.
 
-    PYTHONPATH=$PWD python benchmarks/bench_verify_cost.py [--layers 2 32] [--out benchmarks/results]
+    PYTHONPATH=$PWD python benchmarks/ops/bench_verify_cost.py [--layers 2 32] [--out benchmarks/results]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests"))
 
 
 def hf_llama(layers: int):

@@ -7,8 +7,8 @@ captured CUDA graph (benchmarks/timing.py, 20 calls per graph, median of 5 repla
 ``randn * 3``, T = 0.7, filters ``hf_k50_p0.9`` (top-k 50 then top-p 0.9) and ``top_k50``. Also: a CUPTI
 per-kernel breakdown (torch.profiler) at B = 1, and each variant's tokens vs ``base``'s for the same seed.
 
-    python benchmarks/bench_topk_launch2.py --warm NAME        # compile one variant's kernels (cache fill)
-    python benchmarks/bench_topk_launch2.py --out DIR [--budget-s S]
+    python benchmarks/ops/bench_topk_launch2.py --warm NAME        # compile one variant's kernels (cache fill)
+    python benchmarks/ops/bench_topk_launch2.py --out DIR [--budget-s S]
 Writes ``DIR/sampling_topk_session3.csv`` (columns ``vocab,batch,filters,config,us``, config ``ours_<variant>``)
 and prints a table last. Needs a GPU.
 """
@@ -18,9 +18,12 @@ from __future__ import annotations
 import argparse
 import csv
 import pathlib
+import sys
 import time
 
 import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # benchmarks/: timing
 from timing import graph_time_us, kernel_breakdown  # noqa: E402  (benchmarks/timing.py)
 
 import rocm_inductor  # noqa: F401  (registers the ops)

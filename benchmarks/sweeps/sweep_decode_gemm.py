@@ -14,8 +14,9 @@ HBM floor at the measured copy bandwidth. Outputs under ``--out``: ``decode_gemm
 ``decode_gemm_layer.csv|md`` (best config per shape vs cuBLAS), ``gemm_merge_tuned.json`` (also written to
 ``--table``, the file ``providers/triton/gemm_merge.py`` reads).
 
-    python benchmarks/sweep_decode_gemm.py --out $OUT --table rocm_inductor/providers/triton/gemm_merge_tuned.json
-    python benchmarks/sweep_decode_gemm.py --tiny --device cpu --out /tmp/x      # smoke test (interpreter)
+    python benchmarks/sweeps/sweep_decode_gemm.py --out $OUT \
+        --table rocm_inductor/providers/triton/gemm_merge_tuned.json
+    python benchmarks/sweeps/sweep_decode_gemm.py --tiny --device cpu --out /tmp/x      # smoke test (interpreter)
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-sys.path.insert(1, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(pathlib.Path(__file__).resolve().parents[1] / d) for d in ("ops", ".")]  # bench_decode_gemm, timing
+sys.path.insert(2, str(pathlib.Path(__file__).resolve().parents[2]))  # rocm_inductor without an install
 from bench_decode_gemm import SHAPES, TINY_SHAPES, _cfg_str, _copies, _time_rotating  # noqa: E402
 from timing import copy_bandwidth_gbs, versions, write_results  # noqa: E402
 
@@ -70,7 +71,8 @@ def _save(args, sweep: list[dict], entries: list[dict]) -> None:
         w = csv.DictWriter(f, fieldnames=("model", "group", "M", "config", "us", "error"))
         w.writeheader()
         w.writerows(sweep)
-    doc = {"source": f"benchmarks/sweep_decode_gemm.py, {time.strftime('%Y-%m-%d')}, {versions()}; us per call in "
+    doc = {"source": f"benchmarks/sweeps/sweep_decode_gemm.py, {time.strftime('%Y-%m-%d')}, {versions()}; us per call "
+                     "in "
                      "CUDA graphs, weights streaming from HBM", "entries": entries}
     for path in [os.path.join(args.out, "gemm_merge_tuned.json")] + ([args.table] if args.table else []):
         old = []

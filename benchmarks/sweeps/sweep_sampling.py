@@ -13,7 +13,7 @@ code then did) ``ACC_TILE`` / ``TARGET_PROGRAMS_LARGE`` / ``NPIV_LARGE`` act on 
 ``COMPARE_TILE`` / ``TARGET_PROGRAMS`` / ``NPIV_SMALL`` below it (``ACC_SMALL`` accumulates there too), and
 ``{}`` is that run's per-bucket pick.
 
-    python benchmarks/sweep_sampling.py --out DIR [--budget-s S]
+    python benchmarks/sweeps/sweep_sampling.py --out DIR [--budget-s S]
 Writes ``sampling_sweep.csv`` (group,cand,vocab,batch,filters,us) and ``sampling_pick.json`` ({name: value}
 for ``bench_sampling.py --set``) under ``--out``. Needs a GPU.
 """
@@ -25,9 +25,12 @@ import csv
 import json
 import math
 import pathlib
+import sys
 import time
 
 import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # benchmarks/: timing
 from timing import graph_time_us  # noqa: E402  (benchmarks/timing.py)
 
 import rocm_inductor  # noqa: F401  (registers the ops)
