@@ -181,7 +181,7 @@ def test_launch_config_and_check():
     cfg = A.launch_config(1, 8, 1, 1024, 4, 64, 64, sms=132, rocm=False)
     assert cfg["NSPLIT"] > 1 and cfg["BLOCK_M"] == 16 and cfg["SPLIT_LEN"] % cfg["BLOCK_N"] == 0
     assert cfg["NSPLIT"] * cfg["SPLIT_LEN"] >= 1024 > (cfg["NSPLIT"] - 1) * cfg["SPLIT_LEN"]
-    # The H200 picks the results table quotes (benchmarks/results/attention_layer.md): (B, Hkv, g, D, L) ->
+    # The H200 picks the results table quotes (benchmarks/results/runs/attention_layer.csv): (B, Hkv, g, D, L) ->
     # (splits, BLOCK_N).
     picks = {(1, 8, 4, 64, 1024): (8, 128), (8, 8, 4, 64, 1024): (8, 128), (32, 8, 4, 64, 1024): (4, 128),
              (1, 8, 4, 64, 4096): (32, 128), (8, 8, 4, 64, 4096): (16, 128), (32, 1, 8, 256, 1024): (8, 64),

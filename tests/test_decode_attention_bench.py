@@ -1,4 +1,4 @@
-"""CPU smoke test of benchmarks/e2e/bench_decode_attention.py (issue 13): plan order, CSV columns, rewrite check."""
+"""CPU smoke test of benchmarks/e2e/bench_decode_attention.py: plan order, CSV columns, rewrite check."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CPU smoke test of benchmarks/e2e/decode.py (issue 8): the end-to-end script runs and writes its CSV rows."""
+"""CPU smoke test of benchmarks/e2e/decode.py: the end-to-end script runs and writes its CSV rows."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CPU smoke test of benchmarks/ops/bench_decode_gemm.py (issue 19): both parts run and write their files."""
+"""CPU smoke test of benchmarks/ops/bench_decode_gemm.py: both parts run and write their files."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_read_floor_tiny_cpu(tmp_path):
 
 
 def test_plan_orders_the_pdl_configs():
-    """Inductor's own PDL configs (issue 19): rocm_fused_pdl_all right after rocm_fused, inductor_pdl after it."""
+    """Inductor's own PDL configs: rocm_fused_pdl_all right after rocm_fused, inductor_pdl after it."""
     bench = load_bench("ops/bench_decode_gemm.py")
     args = bench.parse_args(["--models", "llama", "--buckets", "1",
                              "--configs", "inductor_pdl,rocm_fused_pdl_all,rocm_fused,inductor"])

@@ -1,4 +1,4 @@
-"""benchmarks/e2e/bench_gemm_levels.py (issue 6) without a GPU: the run plan, the per-bucket summary and --merge."""
+"""benchmarks/e2e/bench_gemm_levels.py without a GPU: the run plan, the per-bucket summary and --merge."""
 
 from __future__ import annotations
 
