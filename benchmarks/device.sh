@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Device runs in one call: bash benchmarks/device.sh STEP... (carry .whl with FlashInfer 0.5.3, DEVICE.md).
+# Device runs in one call: bash benchmarks/device.sh STEP... (carry .whl with FlashInfer 0.5.3: docs/gpu.md).
 # Steps: tests (every gpu-marked test), example, norm, rope, gate, sampling, attention, gemm, tp (2 GPUs),
 # decode:MODEL[:CONFIGS]
-# (one model family per device call, e.g. decode:llama or decode:qwen3:rocm_fused_l2), decode-chart (one PNG
-# from the committed benchmarks/results/decode_*.csv), decode-attn (issue 13: bench_decode_attention.py, flags
-# from $DATTN_ARGS); gemm takes its bench_gemm_levels.py flags from $GEMM_ARGS; decode-gemm
-# (bench_decode_gemm.py, issue 19) its flags from $DGEMM_ARGS. Results land in $OUT.
+# (one model family per device call, e.g. decode:llama or decode:qwen3:rocm_fused_l2), decode-attn
+# (e2e/bench_decode_attention.py, flags from $DATTN_ARGS); gemm takes its e2e/bench_gemm_levels.py flags from
+# $GEMM_ARGS; decode-gemm (ops/bench_decode_gemm.py) its flags from $DGEMM_ARGS. Results land in $OUT; record
+# them with benchmarks/run_log.py and regenerate RESULTS.md (benchmarks/README.md).
 # Two GPUs (nvidia-h200-x2): install once (no steps), then run two instances with SKIP_INSTALL=1 and
 # CUDA_VISIBLE_DEVICES=0 / 1 in the background; tar $OUT at the end (8 files come back at most).
 set -u
@@ -26,22 +26,21 @@ for step in "$@"; do
     tests:*) timeout 420 python3 -m pytest -q -p no:cacheprovider -p no:logging -m gpu -rfE --tb=short \
              $(echo "${step#tests:}" | tr , ' ') 2>&1 | tee "$OUT/gpu_tests.log" | tail -60 ;;
     example) timeout 120 python3 examples/compile_llama.py --steps 3 2>&1 | grep -v Warning | tail -6 ;;
-    norm) timeout 300 python3 benchmarks/bench_rms_norm.py --out "$OUT" 2>&1 | grep -v "^rms_norm \|^fused_add" | tail -40 ;;
-    rope) timeout 300 python3 benchmarks/bench_rope.py --out "$OUT" 2>&1 | tail -45 ;;
-    gate) timeout 240 python3 benchmarks/bench_sigmoid_gate.py --out "$OUT" 2>&1 | tail -30 ;;
-    sampling) timeout ${SAMPLING_TIMEOUT:-420} python3 benchmarks/bench_sampling.py --out "$OUT" 2>&1 | tail -40 ;;
-    attention) timeout 300 python3 benchmarks/bench_attention.py --out "$OUT" --sweep 2>&1 | tee "$OUT/attention.log" | grep -v -i warn | tail -25 ;;
+    norm) timeout 300 python3 benchmarks/ops/bench_rms_norm.py --out "$OUT" 2>&1 | grep -v "^rms_norm \|^fused_add" | tail -40 ;;
+    rope) timeout 300 python3 benchmarks/ops/bench_rope.py --out "$OUT" 2>&1 | tail -45 ;;
+    gate) timeout 240 python3 benchmarks/ops/bench_sigmoid_gate.py --out "$OUT" 2>&1 | tail -30 ;;
+    sampling) timeout ${SAMPLING_TIMEOUT:-420} python3 benchmarks/ops/bench_sampling.py --out "$OUT" 2>&1 | tail -40 ;;
+    attention) timeout 300 python3 benchmarks/ops/bench_attention.py --out "$OUT" --sweep 2>&1 | tee "$OUT/attention.log" | grep -v -i warn | tail -25 ;;
     decode:*) m=${step#decode:}; c=${m#*:}; [ "$c" = "$m" ] && c=eager,inductor,rocm_fused_l1,rocm_fused_l2
-             timeout ${DECODE_TIMEOUT:-560} python3 benchmarks/decode.py --models "${m%%:*}" --configs "$c" \
+             timeout ${DECODE_TIMEOUT:-560} python3 benchmarks/e2e/decode.py --models "${m%%:*}" --configs "$c" \
              --out "$OUT" --budget-s ${DECODE_BUDGET:-470} 2>&1 | tee "$OUT/decode_${m%%:*}.log" | grep -v -i "warn" | tail -40 ;;
-    decode-attn) timeout ${DATTN_TIMEOUT:-560} python3 benchmarks/bench_decode_attention.py --out "$OUT" \
+    decode-attn) timeout ${DATTN_TIMEOUT:-560} python3 benchmarks/e2e/bench_decode_attention.py --out "$OUT" \
              --budget-s ${DATTN_BUDGET:-470} ${DATTN_ARGS:-} 2>&1 | tee "$OUT/decode_attention.log" | grep -v -i warn | tail -45 ;;
-    decode-chart) python3 benchmarks/decode.py --chart benchmarks/results/decode_*.csv --out "$OUT" ;;
     tp) TORCH_SYMM_MEM_DISABLE_MULTICAST=1 timeout ${TP_TIMEOUT:-560} torchrun --nproc-per-node 2 \
-             benchmarks/bench_tp.py --out "$OUT" 2>&1 | tee "$OUT/tp.log" | grep -v -i "warn" | tail -60 ;;  # 2 GPUs
-    decode-gemm) timeout ${DGEMM_TIMEOUT:-290} python3 benchmarks/bench_decode_gemm.py --out "$OUT" ${DGEMM_ARGS:-} 2>&1 \
+             benchmarks/ops/bench_tp.py --out "$OUT" 2>&1 | tee "$OUT/tp.log" | grep -v -i "warn" | tail -60 ;;  # 2 GPUs
+    decode-gemm) timeout ${DGEMM_TIMEOUT:-290} python3 benchmarks/ops/bench_decode_gemm.py --out "$OUT" ${DGEMM_ARGS:-} 2>&1 \
              | tee "$OUT/decode_gemm.log" | grep -v -i "warn" | tail -60 ;;
-    gemm) timeout ${GEMM_TIMEOUT:-560} python3 benchmarks/bench_gemm_levels.py --out "$OUT" --budget-s ${GEMM_BUDGET:-420} ${GEMM_ARGS:-} 2>&1 | tail -30 ;;
+    gemm) timeout ${GEMM_TIMEOUT:-560} python3 benchmarks/e2e/bench_gemm_levels.py --out "$OUT" --budget-s ${GEMM_BUDGET:-420} ${GEMM_ARGS:-} 2>&1 | tail -30 ;;
   esac
 done
 echo "=== done $(date +%T)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for issue 14 (run from the repo copy's root; carry ${WHL:-.whl}/fi053 [${WHL:-.whl}/fi0618 .fi_aot]):
+# One device call for the sampler benchmark (run from the repo copy's root; carry ${WHL:-.whl}/fi053 [${WHL:-.whl}/fi0618 .fi_aot]):
 # sampler GPU tests, then bench_sampling.py for ours/eager/inductor and each FlashInfer release in its own
 # process (0.5.3: JIT warmed in the background from the start; 0.6.18: prebuilt AOT .so files from .fi_aot
 # when carried (built on a CPU machine by benchmarks/flashinfer_aot.sh), else its JIT is started in the
@@ -35,7 +35,7 @@ fi
 export PYTHONPATH=$PWD:$PWD/benchmarks
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())" | tee "$OUT/versions.txt"
 # compile our kernels for every benchmark shape in the background (on-disk Triton cache) while the tests run
-(timeout 150 python3 benchmarks/bench_sampling.py --warm-only --out /tmp/warm > "$OUT/warm.log" 2>&1) &
+(timeout 150 python3 benchmarks/ops/bench_sampling.py --warm-only --out /tmp/warm > "$OUT/warm.log" 2>&1) &
 el "tests"
 timeout ${TEST_TIMEOUT1:-50} python3 -m pytest -q -p no:cacheprovider -rfE --tb=short -m gpu tests/test_sampling_gpu.py \
   -k "topk_path or split_rows or chi_square_on_device" --durations=5 2>&1 | tail -30 > "$OUT/gpu_tests1.log"
@@ -44,15 +44,15 @@ timeout ${TEST_TIMEOUT2:-50} python3 -m pytest -q -p no:cacheprovider -rfE --tb=
   -k "not (topk_path or split_rows or chi_square_on_device)" --durations=5 2>&1 | tail -30 > "$OUT/gpu_tests2.log"
 tail -8 "$OUT/gpu_tests2.log"; el "warm: $(tail -1 $OUT/warm.log)"
 el "bench ours/eager/inductor"
-timeout ${BENCH_TIMEOUT:-130} python3 benchmarks/bench_sampling.py --out "$OUT/res" --budget-s ${BENCH_BUDGET:-110} \
+timeout ${BENCH_TIMEOUT:-130} python3 benchmarks/ops/bench_sampling.py --out "$OUT/res" --budget-s ${BENCH_BUDGET:-110} \
   --configs ${CONFIGS:-ours,eager,inductor} ${BENCH_ARGS:-} > "$OUT/bench_main.log" 2>&1; tail -3 "$OUT/bench_main.log"
 wait $FI053_PID 2>/dev/null; el "fi053 jit: $(tail -1 $OUT/fi053_jit.log)"
-FLASHINFER_WORKSPACE_BASE=/tmp/fiws053 PYTHONPATH=/tmp/fi053:$PYTHONPATH timeout 40 python3 benchmarks/bench_sampling.py \
+FLASHINFER_WORKSPACE_BASE=/tmp/fiws053 PYTHONPATH=/tmp/fi053:$PYTHONPATH timeout 40 python3 benchmarks/ops/bench_sampling.py \
   --out "$OUT/res" --append --flashinfer --budget-s 30 > "$OUT/bench_fi053.log" 2>&1; tail -2 "$OUT/bench_fi053.log"
 if [ $HAVE618 = 1 ]; then
   el "fi0618 jit: $(tail -1 $OUT/fi0618_jit.log)"
   if grep -q "warm ok" "$OUT/fi0618_jit.log"; then
-    env ${FI618_ENV:-FI_NOOP=1} FLASHINFER_WORKSPACE_BASE=/tmp/fiws618 PYTHONPATH=/tmp/fi0618:$PYTHONPATH timeout 40 python3 benchmarks/bench_sampling.py \
+    env ${FI618_ENV:-FI_NOOP=1} FLASHINFER_WORKSPACE_BASE=/tmp/fiws618 PYTHONPATH=/tmp/fi0618:$PYTHONPATH timeout 40 python3 benchmarks/ops/bench_sampling.py \
       --out "$OUT/res" --append --flashinfer --budget-s 30 > "$OUT/bench_fi0618.log" 2>&1; tail -2 "$OUT/bench_fi0618.log"
   else
     tar czf "$OUT/fiws618.tgz" -C /tmp fiws618 2>/dev/null; ls -la "$OUT/fiws618.tgz"

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Build FlashInfer 0.6.18.post1's sampling and topk modules ahead of time on a machine without a GPU (nvcc 13
-# installed), so a device call loads them instead of JIT-compiling (> 6 minutes there, DEVICE.md).
+# installed), so a device call loads them instead of JIT-compiling (> 6 minutes there, docs/gpu.md).
 # Done once on 2026-12-01 (2 shared cores: sampling ~9 min, topk ~30 min); outputs sampling.so (2.2 MB) and
 # topk.so (5.8 MB), to be carried and copied to <site>/flashinfer/data/aot/<name>/<name>.so on the device,
 # with FLASHINFER_DISABLE_JIT=1 (benchmarks/device_sampling.sh does this from .fi_aot/).
 # The site must be installed at the same path on both machines (/tmp/fi0618): the sources are referenced there.
-# Needs: the flashinfer and apache-tvm-ffi wheels (DEVICE.md), nvidia-curand's headers (pip download
+# Needs: the flashinfer and apache-tvm-ffi wheels (docs/gpu.md), nvidia-curand's headers (pip download
 # nvidia-curand==10.4.4.72; only include/ is used), nvcc 13.0 (cuda_home /usr/local).
 set -eu
-WHL=${WHL:-$PWD/.whl}  # .whl/fi0618 (flashinfer 0.6.18.post1) and .whl/fi053 (apache-tvm-ffi), fetched as DEVICE.md says
+WHL=${WHL:-$PWD/.whl}  # .whl/fi0618 (flashinfer 0.6.18.post1) and .whl/fi053 (apache-tvm-ffi), fetched as docs/gpu.md says
 OUTDIR=${1:-.fi_aot}
 mkdir -p /tmp/fi0618 /tmp/curand /tmp/cudastub "$OUTDIR"
 (cd /tmp/fi0618 && unzip -o -q "$WHL"/fi0618/flashinfer_python-*.whl && unzip -o -q "$WHL"/fi053/apache_tvm_ffi-*.whl)

@@ -1,13 +1,13 @@
 """Platform policy: which provider serves each op, and which passes run by default, per platform.
 
 One table, read by ``PlatformDispatch`` and the pass manager. Each entry cites the measurement or the
-documented fact behind it; ROCm entries follow vendor evidence (DESIGN.md) and are not measured here.
+documented fact behind it; ROCm entries follow vendor evidence (docs/vendors.md) and are not measured here.
 """
 
 from __future__ import annotations
 
 #: Provider preference per platform and op; the first available provider whose limits take the match wins.
-#: - rocm norm: the fork's round-to-nearest kernel (1.05% drift over 64 layers, DESIGN.md), then Triton.
+#: - rocm norm: the fork's round-to-nearest kernel (1.05% drift over 64 layers, docs/ops.md), then Triton.
 #:   AITER is never a default for norms (truncating bf16 stores, ROCm/aiter#5151): only when forced.
 #: - cuda rms_norm: FlashInfer, then Triton. H200, bf16, CUDA-graph timing (benchmarks/RESULTS.md,
 #:   2026-11-29): at decode sizes (M <= 32) FlashInfer 0.5.3 is 1.00-1.19x Inductor's kernel, ours (Triton)
@@ -19,12 +19,12 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
     "rocm": {
         "rms_norm": ("amd_flashinfer", "triton"),
         "fused_add_rms_norm": ("amd_flashinfer", "triton"),
-        # Neither the fork nor AITER has a sigmoid gate (KERNELS.md): our Triton kernel only.
+        # Neither the fork nor AITER has a sigmoid gate (docs/vendors.md): our Triton kernel only.
         "sigmoid_gate": ("triton",),
         # sample: the fork's sampler when it takes device seed/offset (0.6.18+amd) or outside capture, then
-        # our capture-safe Triton kernel. AITER's samplers take no seed: never a default (issue 5).
+        # our capture-safe Triton kernel. AITER's samplers take no seed: never a default (docs/vendors.md).
         "sample": ("amd_flashinfer", "triton"),
-        # rope (model's cos/sin): no vendor kernel takes them (KERNELS.md): our Triton kernel only.
+        # rope (model's cos/sin): no vendor kernel takes them (docs/vendors.md): our Triton kernel only.
         # rope_cached: the fork's apply_rope_with_cos_sin_cache (head dims 64/128/256/512, no fallback),
         #   then Triton. AITER's rope_cached_positions_2c_fwd only when forced (not measured here).
         "rope": ("triton",),
@@ -39,10 +39,10 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         #   its bf16 rounding is not measured (its norm module truncates on gfx942, ROCm/aiter#5151), and the
         #   pass is off (PASS_DEFAULTS): measure on 2 GPUs first.
         "all_reduce_add_rms_norm": ("aiter",),
-        # merged_gemm: our Triton grouped small-M GEMM only (no vendor grouped GEMM is wrapped here); issue 19,
+        # merged_gemm: our Triton grouped small-M GEMM only (no vendor grouped GEMM is wrapped here);
         #   verified on CPU stand-ins only.
         "merged_gemm": ("triton",),
-        # rms_norm_gemm: our merged GEMM kernel with an RMSNorm prologue (issue 19); verified on CPU stand-ins only.
+        # rms_norm_gemm: our merged GEMM kernel with an RMSNorm prologue; verified on CPU stand-ins only.
         "rms_norm_gemm": ("triton",),
     },
     "cuda": {
@@ -58,11 +58,11 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         #   reads host RNG state (no seed/offset tensors before 0.6.4): refused under CUDA graphs.
         "sample": ("triton", "flashinfer"),
         # rope: Triton only (FlashInfer needs a position-indexed float32 table). rope_cached: FlashInfer
-        #   (head dims 64/128/256/512), then Triton. Not yet measured: benchmarks/bench_rope.py.
+        #   (head dims 64/128/256/512), then Triton. Not yet measured: benchmarks/ops/bench_rope.py.
         "rope": ("triton",),
         "rope_cached": ("flashinfer", "triton"),
-        # decode_attention: our Triton split-KV kernel. H200, per layer, CUDA graphs (benchmarks/results/
-        #   attention_layer.md, 2026-12-01): Llama-3.2-1B at 1024 slots 5.5 / 7.6 / 17.2 us at B = 1 / 8 / 32
+        # decode_attention: our Triton split-KV kernel. H200, per layer, CUDA graphs (benchmarks/results/runs/
+        #   attention_layer.csv, 2026-12-01): Llama-3.2-1B at 1024 slots 5.5 / 7.6 / 17.2 us at B = 1 / 8 / 32
         #   vs Inductor's HF attention 15.7 / 48.5 / 165.5 us and flex_attention 6.8 / 13.2 / 23.4 us (2.2x the
         #   HBM floor at B = 32); faster than Inductor at all 18 measured shapes (1.3-24x). FlashInfer 0.5.3 is
         #   no provider: single_decode_with_kv_cache serves one request and takes no mask; the batch decode
@@ -70,10 +70,10 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         #   its decode kernels take no custom mask (read from flashinfer/decode.py, not run).
         "decode_attention": ("triton",),
         # all_reduce_add_rms_norm: FlashInfer's TRT-LLM all-reduce fusion (IPC workspace, never its multicast
-        #   backend). Not yet measured: benchmarks/bench_tp.py on 2 GPUs; the pass is off until then.
+        #   backend). Not yet measured: benchmarks/ops/bench_tp.py on 2 GPUs; the pass is off until then.
         "all_reduce_add_rms_norm": ("flashinfer",),
-        # merged_gemm: our Triton grouped small-M GEMM only (issue 19). H200, CUDA graphs, weights from HBM
-        #   (benchmarks/results/decode_gemm_layer.md, 2026-12-01): Llama-3.2-1B q/k/v 5.4-9.4 us vs 18.0-18.4
+        # merged_gemm: our Triton grouped small-M GEMM only. H200, CUDA graphs, weights from HBM
+        #   (benchmarks/results/runs/decode_gemm_layer.csv, 2026-12-01): Llama-3.2-1B q/k/v 5.4-9.4 us vs 18.0-18.4
         #   us as separate cuBLAS GEMMs at M = 1-32; gate/up 18.5 / 22.4 vs 23.4 / 23.3 us at M = 1 / 8,
         #   slower at M = 4 and 32; Qwen3-0.6B q/k/v and gate/up faster at M = 1, 8, 32.
         #   The provider's check() takes only shapes/M buckets its measured table
@@ -89,8 +89,8 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
 #: Passes enabled by default per platform (a user's ``options={"passes": {...}}`` wins; forcing a
 #: provider turns every pass on). CPU: off (nothing to gain over Inductor's C++ code).
 PASS_DEFAULTS: dict[str, dict[str, bool]] = {
-    # sigmoid_gate, rocm: on. Reason: issue 4 (one graph-safe Triton op under HIP graph capture/padding);
-    #   not yet measured on MI300X/MI355X: the benchmark (benchmarks/bench_sigmoid_gate.py) must confirm.
+    # sigmoid_gate, rocm: on. Reason: one graph-safe Triton op under HIP graph capture/padding (no vendor has
+    #   one); not yet measured on MI300X/MI355X: the benchmark (benchmarks/ops/bench_sigmoid_gate.py) must confirm.
     # sigmoid_gate, cuda: OFF. Measured on the H200 (2026-11-29, benchmarks/RESULTS.md): the op alone is
     #   0.94x / 0.99x / 1.00x Inductor's fused kernel at (1, 4096) / (32, 4096) / (2048, 8192) bf16, and in
     #   context (Qwen3-Next's strided gate slice + o_proj) 0.87x / 0.87x / 0.85x, because the extern op stops
@@ -99,7 +99,7 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     #   sampler is 2.3-3.0x Inductor's compiled HF chain at B = 1 and 1.2-1.5x eager at B = 16; Inductor
     #   crashes compiling that chain for any batch > 1 (torch 2.11 SplitScan codegen), which the rewrite
     #   avoids. At B = 64 it is level with eager (0.95x at V=32000, 1.04x at V=128256).
-    # sampling, rocm: on (the fork's sampler takes device seed/offset, DESIGN.md); not measured here.
+    # sampling, rocm: on (the fork's sampler takes device seed/offset, docs/vendors.md); not measured here.
     # rope: OFF. Measured on the H200 (2026-11-29, benchmarks/RESULTS.md): the rewritten HF graph
     #   (pass[triton]) is 1.25-1.29x Inductor at 1 token for (32|64, 8, 128) heads but 0.33-0.6x from 32
     #   tokens up (the extern op needs its own q/k/cos/sin layouts, copies Inductor fuses away); the op alone
@@ -112,7 +112,7 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     # attention, rocm: OFF until measured on MI300X/MI355X: the kernel is verified on CPU (interpreter) and in
     #   gfx942/gfx950 AOT compiles only (no scratch; SGPRs spill to VGPR lanes in the split-KV variant). Enable
     #   with options={"passes": {"attention": True}}.
-    # all_reduce_norm: OFF everywhere. Not measured: it needs 2 GPUs (benchmarks/bench_tp.py, issue 18); the
+    # all_reduce_norm: OFF everywhere. Not measured: it needs 2 GPUs (benchmarks/ops/bench_tp.py); the
     #   CPU gloo tests show only that it matches and is exact. Enable with options={"passes":
     #   {"all_reduce_norm": True}} (it rewrites what the rms_norm pass left, so keep that pass on).
     # gemm_merge, cuda: ON. Measured on the H200 (2026-12-01, benchmarks/results/decode_gemm.csv, torch 2.11):
@@ -121,7 +121,7 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     #   B = 1. Only merges the measured table (providers/triton/gemm_merge_tuned.json) says win are taken
     #   (Llama: q/k/v at every M, gate/up at M = 1 and 8); on a GPU with table entries, unmeasured shapes are
     #   refused ("not measured", a near-miss) unless ROCM_FUSED_GEMM_UNMEASURED=1.
-    #   Session 4 (H200, 2026-12-01 15:33 UTC, benchmarks/results/decode_gemm.csv, decode_gemm_layer.md): single
+    #   Singles (H200, 2026-12-01 15:33 UTC, benchmarks/results/decode_gemm.csv, runs/decode_gemm_layer.csv): single
     #   GEMMs are taken only where the table has ours > 3% faster than cuBLAS (measured_single; unmeasured: silent).
     #   Taken: M=1 Llama o_proj 4.27 vs 6.57 us, down_proj 10.45 vs 14.58, lm_head 120.26 vs 129.02; Qwen3
     #   o_proj 3.16 vs 12.84, down_proj 3.83 vs 7.42, lm_head 72.96 vs 80.97; M=8 Qwen3 o_proj 5.66 vs 6.02,
@@ -135,7 +135,7 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     #   Qwen3 freezing not run (budget).
     # gemm_merge, rocm: OFF: verified on CPU stand-ins and gfx942/gfx950 AOT compiles only.
     # norm_gemm, cuda: ON (it only folds what rms_norm and gemm_merge rewrote). Measured on the H200 (2026-12-01,
-    #   torch 2.11.0+cu130, triton 3.6.0, benchmarks/results/norm_gemm_pair.md, decode_gemm_norm_gemm.csv): the
+    #   torch 2.11.0+cu130, triton 3.6.0, benchmarks/results/runs/norm_gemm_pair.csv, runs/decode_step.csv): the
     #   (add + RMSNorm, merged GEMM) pair at M = 1 in one launch with the measured prologue tiles vs our norm
     #   kernel + the GEMM: Llama-3.2-1B q/k/v 6.14 vs 6.80 us, gate/up 18.65 vs 19.00; Qwen3-0.6B q/k/v 4.91 vs
     #   5.81, gate/up 6.05 vs 6.63. Decode step at B = 1 with the platform defaults + gemm_merge: Llama 1026.2 ->
@@ -144,7 +144,7 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
     #   Taken only where a measured prologue tile won (providers/triton/norm_gemm_tuned.json: M = 1 today); other
     #   shapes and M are near-misses. The measured steps also folded the final norm into lm_head on the GEMM's own
     #   tile, which the shipped check refuses (never measured as a pair). The shipped build, 2026-12-02
-    #   (decode_gemm_shipped_steps.md): Llama B = 1 1027.4 -> 994.4 us, Qwen3 B = 1 1128.1 -> 1064.4 (Qwen3 q/k/v on
+    #   (runs/decode_step.csv): Llama B = 1 1027.4 -> 994.4 us, Qwen3 B = 1 1128.1 -> 1064.4 (Qwen3 q/k/v on
     #   its re-measured n4 w2 tile); B = 8 / 32 unchanged (refused: no M > 1 tile).
     # norm_gemm, rocm: OFF with gemm_merge (verified on CPU stand-ins and gfx942/gfx950 AOT compiles only).
     "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False, "attention": False,
@@ -160,6 +160,6 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
 #:   H200 (2026-11-29, benchmarks/RESULTS.md, decode benchmark): Qwen3-0.6B with its q/k norms rewritten ran
 #:   0.93x / 0.96x / 0.99x Inductor at B = 1 / 8 / 32: Inductor fuses the q/k norm with the transpose and
 #:   RoPE that follow (one kernel), our extern op splits that into two kernels per norm, 56 more per step.
-#: - rocm: 0 (every size, DESIGN.md's vendor-kernel default); not measured here, and the same fusion argument
+#: - rocm: 0 (every size, the vendor-kernel default, docs/vendors.md); not measured here, and the same fusion argument
 #:   says to measure q/k norms on MI300X before trusting it.
 NORM_MIN_HIDDEN: dict[str, int] = {"cuda": 512, "rocm": 0, "cpu": 0}

@@ -1,4 +1,4 @@
-"""Load a benchmark script (benchmarks/*.py, not a package) as a module for CPU tests."""
+"""Load a benchmark script (benchmarks/<kind>/*.py, not a package) as a module for CPU tests."""
 
 from __future__ import annotations
 
@@ -11,17 +11,21 @@ BENCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def load_bench(filename: str) -> ModuleType:
-    """The module of ``benchmarks/<filename>``, imported by path (its own folder on ``sys.path`` meanwhile,
-    for the scripts' ``hf_models`` / ``timing`` imports).
+    """The module of ``benchmarks/<filename>`` (e.g. ``"ops/bench_attention.py"``), imported by path, with
+    ``benchmarks/`` (the shared ``hf_models`` / ``timing`` / ``cli``) and the script's own folder (its sibling
+    scripts) on ``sys.path`` meanwhile.
 
     Raises:
         FileNotFoundError: no such script.
     """
-    sys.path.insert(0, str(BENCH))
+    path = BENCH / filename
+    dirs = [str(BENCH), str(path.parent)]
+    sys.path[:0] = dirs
     try:
-        spec = importlib.util.spec_from_file_location(f"_bench_{pathlib.Path(filename).stem}", BENCH / filename)
+        spec = importlib.util.spec_from_file_location(f"_bench_{path.stem}", path)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         return mod
     finally:
-        sys.path.remove(str(BENCH))
+        for d in dirs:
+            sys.path.remove(d)

@@ -1,4 +1,4 @@
-"""Sigmoid output-gate spellings from public model code (issue 15's corpus), as functions of
+"""Sigmoid output-gate spellings from public model code (the spelling corpus, docs/spellings.md), as functions of
 (attn (b, s, H*D), gate (b, s, H*D), o_proj) that end in the output projection, as the models do."""
 
 from __future__ import annotations

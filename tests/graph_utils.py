@@ -71,7 +71,7 @@ def rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 def assert_contract(out: torch.Tensor, eager: torch.Tensor, ref64: torch.Tensor) -> None:
-    """DESIGN.md numerics contract: error vs float64 no worse than eager's own plus one ulp of the dtype."""
+    """The numerics contract (docs/ops.md): error vs float64 no worse than eager's own plus one ulp of the dtype."""
     assert out.dtype == eager.dtype and out.shape == eager.shape
     ulp = torch.finfo(out.dtype).eps
     e_out, e_eager = rel_err(out, ref64), rel_err(eager, ref64)

@@ -1,4 +1,4 @@
-"""RMSNorm spellings from real model code (shared/corpus/SPELLINGS.md), as small test modules.
+"""RMSNorm spellings from real model code (docs/spellings.md), as small test modules.
 
 Each module's ``forward(x, r)`` returns its outputs; ``KIND`` says what the pass must find. Written from the
 corpus descriptions; the real HF models are tested in test_rms_norm_models.py.

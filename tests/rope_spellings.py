@@ -1,4 +1,4 @@
-"""RoPE as real model code spells it (../shared/corpus/SPELLINGS.md, RoPE 1-5), for the pass tests."""
+"""RoPE as real model code spells it (docs/spellings.md, RoPE 1-5), for the pass tests."""
 
 from __future__ import annotations
 

@@ -140,7 +140,7 @@ def top_p_threshold_sampler():
     return fn
 
 
-# -- more public samplers (issue 15's corpus); each a function of (B, S, V) logits ------------------------
+# -- more public samplers (docs/spellings.md and beyond); each a function of (B, S, V) logits ------------------------
 def nanogpt_sampler(temperature: float = 0.8, top_k: int = 5):
     """karpathy/nanoGPT ``model.py`` ``generate``: ``logits[:, -1, :] / temperature``, top-k by boolean index
     assignment ``logits[logits < v[:, [-1]]] = -inf``, softmax, ``torch.multinomial(probs, 1)``."""

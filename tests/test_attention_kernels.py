@@ -181,7 +181,7 @@ def test_launch_config_and_check():
     cfg = A.launch_config(1, 8, 1, 1024, 4, 64, 64, sms=132, rocm=False)
     assert cfg["NSPLIT"] > 1 and cfg["BLOCK_M"] == 16 and cfg["SPLIT_LEN"] % cfg["BLOCK_N"] == 0
     assert cfg["NSPLIT"] * cfg["SPLIT_LEN"] >= 1024 > (cfg["NSPLIT"] - 1) * cfg["SPLIT_LEN"]
-    # The H200 picks the results table quotes (benchmarks/results/attention_layer.md): (B, Hkv, g, D, L) ->
+    # The H200 picks the results table quotes (benchmarks/results/runs/attention_layer.csv): (B, Hkv, g, D, L) ->
     # (splits, BLOCK_N).
     picks = {(1, 8, 4, 64, 1024): (8, 128), (8, 8, 4, 64, 1024): (8, 128), (32, 8, 4, 64, 1024): (4, 128),
              (1, 8, 4, 64, 4096): (32, 128), (8, 8, 4, 64, 4096): (16, 128), (32, 1, 8, 256, 1024): (8, 64),
@@ -266,7 +266,7 @@ def test_bench_anchors_agree_on_cpu():
     """The benchmark's HF attention (repeat_kv + SDPA) and packed SDPA compute the same thing (tiny, CPU)."""
     from bench_utils import load_bench
 
-    bench = load_bench("bench_attention.py")
+    bench = load_bench("ops/bench_attention.py")
     q, k, v = make(2, 8, 2, 1, 20, 16, dtype=torch.float32)
     mask = causal_from_position([5, 19], 1, 20)
     a = bench.hf_attention(q, k, v, mask, 0.25, 4)
@@ -278,7 +278,7 @@ def test_bench_rebase_reads_the_current_pick():
     """``--from-sweep``: the table's ours_us is the sweep time of what launch_config picks now."""
     from bench_utils import load_bench
 
-    bench = load_bench("bench_attention.py")
+    bench = load_bench("ops/bench_attention.py")
     row = {"model": "llama-3.2-1b", "max_cache_len": "1024", "batch": "1", "inductor_us": "15.0",
            "sdpa_packed_us": "24.0", "flex_us": "", "ours_us": "6.5", "floor_us": "0.25", "best_sweep_us": "5.0",
            "best_sweep_cfg": "32 splits bn32", "note": ""}

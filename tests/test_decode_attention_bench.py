@@ -1,4 +1,4 @@
-"""CPU smoke test of benchmarks/bench_decode_attention.py (issue 13): plan order, CSV columns, rewrite check."""
+"""CPU smoke test of benchmarks/e2e/bench_decode_attention.py: plan order, CSV columns, rewrite check."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from bench_utils import load_bench
 
 def test_plan_priority():
     """Llama at the first cache length (B = 1, 8, 32) first, then Llama at 4096, then the other models."""
-    bench = load_bench("bench_decode_attention.py")
+    bench = load_bench("e2e/bench_decode_attention.py")
     runs = bench.plan(bench.parse_args([]))
     assert runs[:6] == [("llama", 1024, b, c) for b in (1, 8, 32) for c in ("inductor", "rocm_fused")]
     assert [r[:2] for r in runs[6::6]] == [("llama", 4096), ("qwen3", 1024), ("gemma", 1024), ("qwen3", 4096),
@@ -24,7 +24,7 @@ def test_plan_priority():
 def test_bench_tiny_cpu(tmp_path, capsys):
     """One 1-layer tiny Llama bucket: both configs timed, the CSV has exactly the issue's columns, the
     attention pass rewrote the layer (reference provider), and the exit code is 0."""
-    bench = load_bench("bench_decode_attention.py")
+    bench = load_bench("e2e/bench_decode_attention.py")
     rc = bench.main(["--tiny", "--device", "cpu", "--models", "llama", "--max-cache-len", "32", "--batches", "2",
                      "--layers", "1", "--provider", "reference", "--rounds", "1", "--reps", "1",
                      "--out", str(tmp_path)])

@@ -1,4 +1,4 @@
-"""CPU smoke test of benchmarks/decode.py (issue 8): the end-to-end script runs and writes its CSV rows."""
+"""CPU smoke test of benchmarks/e2e/decode.py: the end-to-end script runs and writes its CSV rows."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from bench_utils import load_bench
 def test_decode_bench_tiny_cpu(tmp_path, capsys):
     """One tiny Llama, one decode bucket, one timed step, no CUDA graphs: every planned row is written, with
     step times, the compiled sampler and eager-equal greedy tokens (fp32 on CPU)."""
-    decode = load_bench("decode.py")
+    decode = load_bench("e2e/decode.py")
     rc = decode.main(["--tiny", "--device", "cpu", "--models", "llama", "--buckets", "2", "--prefill", "0",
                       "--configs", "eager,rocm_fused_l1", "--layers", "1", "--rounds", "1", "--reps", "1",
                       "--greedy-steps", "2", "--provider", "reference", "--out", str(tmp_path)])
@@ -35,7 +35,7 @@ def test_decode_bench_tiny_cpu(tmp_path, capsys):
 
 def test_decode_plan_orders_level2_last_and_always_runs_inductor():
     """The budget guard drops the tail: level 2 (slowest compiles) comes after every other run."""
-    decode = load_bench("decode.py")
+    decode = load_bench("e2e/decode.py")
     args = decode.parse_args(["--models", "llama", "--buckets", "1,8", "--prefill", "512",
                               "--configs", "rocm_fused_l2,eager"])
     runs = [(c, b) for _, c, b, _, _ in decode.plan(args)]

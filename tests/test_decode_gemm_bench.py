@@ -1,4 +1,4 @@
-"""CPU smoke test of benchmarks/bench_decode_gemm.py (issue 19): both parts run and write their files."""
+"""CPU smoke test of benchmarks/ops/bench_decode_gemm.py: both parts run and write their files."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def test_bench_decode_gemm_tiny_cpu(tmp_path):
     """Tiny shapes, our kernel under the interpreter, a 1-layer Llama step compiled once with gemm_merge on:
     the per-layer table has every group, the step CSV exactly the four columns, and the step merged q/k/v and
     gate/up."""
-    bench = load_bench("bench_decode_gemm.py")
+    bench = load_bench("ops/bench_decode_gemm.py")
     rc = bench.main(["--tiny", "--device", "cpu", "--models", "llama", "--buckets", "2", "--configs", "rocm_fused",
                      "--reps", "1", "--rounds", "1", "--out", str(tmp_path)])
     assert rc == 0
@@ -32,7 +32,7 @@ def test_bench_decode_gemm_tiny_cpu(tmp_path):
 
 
 def test_plan_puts_batch_one_first_and_freezing_last():
-    bench = load_bench("bench_decode_gemm.py")
+    bench = load_bench("ops/bench_decode_gemm.py")
     args = bench.parse_args(["--models", "llama,qwen3", "--buckets", "1,8"])
     assert bench.plan(args) == [
         ("llama", 1, "inductor"), ("llama", 1, "rocm_fused"), ("llama", 1, "inductor_freezing"),
@@ -44,9 +44,9 @@ def test_plan_puts_batch_one_first_and_freezing_last():
 
 
 def test_read_floor_tiny_cpu(tmp_path):
-    """benchmarks/bench_read_floor.py on CPU (interpreter): the pure-load kernel's per-program sums add up to
+    """benchmarks/ops/bench_read_floor.py on CPU (interpreter): the pure-load kernel's per-program sums add up to
     the buffer's int64 sum (checked inside), every method has a row."""
-    bench = load_bench("bench_read_floor.py")
+    bench = load_bench("ops/bench_read_floor.py")
     assert bench.main(["--device", "cpu", "--tiny", "--out", str(tmp_path)]) == 0
     with open(tmp_path / "decode_gemm_read_floor.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -59,8 +59,8 @@ def test_read_floor_tiny_cpu(tmp_path):
 
 
 def test_plan_orders_the_pdl_configs():
-    """Inductor's own PDL configs (issue 19): rocm_fused_pdl_all right after rocm_fused, inductor_pdl after it."""
-    bench = load_bench("bench_decode_gemm.py")
+    """Inductor's own PDL configs: rocm_fused_pdl_all right after rocm_fused, inductor_pdl after it."""
+    bench = load_bench("ops/bench_decode_gemm.py")
     args = bench.parse_args(["--models", "llama", "--buckets", "1",
                              "--configs", "inductor_pdl,rocm_fused_pdl_all,rocm_fused,inductor"])
     assert bench.plan(args) == [("llama", 1, "inductor"), ("llama", 1, "rocm_fused"),
@@ -71,7 +71,7 @@ def test_inductor_has_pdl_reads_the_config_field():
     """The PDL configs are skipped where Inductor's config has no ``triton.enable_pdl``."""
     from types import SimpleNamespace
 
-    bench = load_bench("bench_decode_gemm.py")
+    bench = load_bench("ops/bench_decode_gemm.py")
     assert bench.inductor_has_pdl(SimpleNamespace(triton=SimpleNamespace(enable_pdl=False)))
     assert not bench.inductor_has_pdl(SimpleNamespace(triton=SimpleNamespace()))
     assert not bench.inductor_has_pdl(SimpleNamespace())
@@ -79,9 +79,9 @@ def test_inductor_has_pdl_reads_the_config_field():
 
 @pytest.mark.slow
 def test_ipdl_pair_tiny_cpu(tmp_path):
-    """benchmarks/bench_ipdl_pair.py on CPU (interpreter, tiny shape): every row is written; PDL is unavailable
+    """benchmarks/ops/bench_ipdl_pair.py on CPU (interpreter, tiny shape): every row is written; PDL is unavailable
     there, so the numerics row (Inductor's PDL codegen is a no-op off CUDA) says bitwise equal."""
-    bench = load_bench("bench_ipdl_pair.py")
+    bench = load_bench("ops/bench_ipdl_pair.py")
     assert bench.main(["--device", "cpu", "--tiny", "--out", str(tmp_path)]) == 0
     with open(tmp_path / "decode_gemm_ipdl.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -97,7 +97,7 @@ def test_all_configs_differ_only_by_the_norm_gemm_fold(config, norm_gemm, monkey
     (policy.PASS_DEFAULTS) the baseline must switch it off by name, or the two configs compile the same step."""
     import torch
 
-    bench = load_bench("bench_decode_gemm.py")
+    bench = load_bench("ops/bench_decode_gemm.py")
     seen = {}
     monkeypatch.setattr(torch, "compile", lambda step, **kw: seen.update(kw))
     bench.compile_step(config, None, cuda=True, tiny=True)

@@ -1,4 +1,4 @@
-"""benchmarks/bench_gemm_levels.py (issue 6) without a GPU: the run plan, the per-bucket summary and --merge."""
+"""benchmarks/e2e/bench_gemm_levels.py without a GPU: the run plan, the per-bucket summary and --merge."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import csv
 
 from bench_utils import load_bench
 
-bench = load_bench("bench_gemm_levels.py")
+bench = load_bench("e2e/bench_gemm_levels.py")
 
 
 def _row(config, bucket, step, compile_s, status="ok"):

@@ -2,7 +2,7 @@
 
 Under ``TRITON_INTERPRET=1`` (tests/conftest.py): every config kind (tl.dot with M padded to 16/32, the FMA
 variant, split-K through the workspace), float16/bfloat16/float32, M in 1..32, with and without bias, N and
-K not multiples of any block. The contract (DESIGN.md): error vs float64 no worse than the separate eager
+K not multiples of any block. The contract (docs/ops.md): error vs float64 no worse than the separate eager
 GEMMs' plus one ulp of the dtype (16-bit: the output rounding dominates). float32 outputs are not rounded
 after the sum, so there the error is the sum's own: its order is each BLAS's choice (eager's too), and two
 orders of a K-term float32 dot product differ by up to ~sqrt(K) ulp: the float32 bound is eager's error plus

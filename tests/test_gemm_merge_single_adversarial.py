@@ -5,7 +5,7 @@ Each bug found by trying to break the single-GEMM takeover (``passes/gemm_merge.
 that held and are cheap are kept too. CPU: the Triton provider under the interpreter, a fake measured table
 through ``ROCM_FUSED_GEMM_TABLE`` with device ``"cpu"`` (as ``test_gemm_merge_single.py``); tiny shapes
 (M <= 33, K = 16), strict compiles (any raise fails). Outputs are checked against eager at float32 rounding
-(the DESIGN.md GEMM contract: float32 accumulation, one rounding).
+(the GEMM contract of docs/ops.md: float32 accumulation, one rounding).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The prologue path is forced with a full-K GEMV config (the decode M = 1-2 tile); the default config on CPU is a
 dot tile, which takes the two-launch path (norm kernel, then merged GEMM). Numerics: the residual sum bitwise,
-the GEMM outputs within DESIGN.md's contract of the unfolded reference (norm then GEMMs).
+the GEMM outputs within the numerics contract (docs/ops.md) of the unfolded reference (norm then GEMMs).
 """
 
 from __future__ import annotations

@@ -300,7 +300,7 @@ def _fold_cases(dtype):
     ("weightless", torch.float16), ("kn", torch.float32), ("s_read_first", torch.bfloat16)])
 def test_fold(case, dtype):
     """Folded into one op; bitwise the unfolded graph's result (the reference runs the same two ops), and within
-    DESIGN.md's contract of eager against float64."""
+    the numerics contract (docs/ops.md) of eager against float64."""
     fn, shape, fused, n = _fold_cases(dtype)[case]
     torch.manual_seed(0)
     x, r = _xr(*shape, dtype=dtype)
@@ -474,7 +474,7 @@ def test_op_empty_rows_and_empty_m(m):
 ])
 def test_triton_one_launch_meets_the_contract(dtype, m, k, res, gw, offset, bias, monkeypatch):
     """The RMSNorm prologue (one launch, checked by spying ``launch``'s ``norm``) vs the reference: s bitwise,
-    the outputs within DESIGN.md's contract against float64."""
+    the outputs within the numerics contract (docs/ops.md) against float64."""
     from rocm_inductor.providers.reference import rms_norm_gemm_ref
     from rocm_inductor.providers.triton import gemm_merge as gm
     from rocm_inductor.providers.triton import norm_gemm as ng

@@ -187,7 +187,7 @@ def _ulps(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def test_flashinfer_fused_add_normalises_the_unrounded_sum_within_one_ulp(monkeypatch):
     """The op means norm(rounded s) (eager); FlashInfer normalises the fp32 sum: within 1 ulp, s bit-equal,
-    and inside DESIGN.md's contract (error vs float64 <= eager's + 1 ulp)."""
+    and inside the numerics contract (docs/ops.md) (error vs float64 <= eager's + 1 ulp)."""
     calls: list = []
     monkeypatch.setitem(sys.modules, "flashinfer", _flashinfer_standin(calls))
     from rocm_inductor.providers import get_provider

@@ -1,5 +1,5 @@
-"""Issue 15's spelling corpus: public spellings of RMSNorm, RoPE, the sigmoid gate and the sampler, each
-rewritten (op counts) and checked numerically (DESIGN.md contract; sampling: distributions), negatives left
+"""The spelling corpus (docs/spellings.md): public spellings of RMSNorm, RoPE, the sigmoid gate and the sampler, each
+rewritten (op counts) and checked numerically (docs/ops.md contract; sampling: distributions), negatives left
 alone, near-misses named. Sources are named in norm_spellings.py / rope_spellings.py / gate_spellings.py /
 sampling_spellings.py. Reference provider on CPU."""
 

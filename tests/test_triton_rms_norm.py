@@ -23,7 +23,7 @@ from rocm_inductor.providers.triton import rms_norm as K  # noqa: E402
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 MANTISSA = {torch.float16: 10, torch.bfloat16: 7, torch.float32: 23}
-# Extra ulps of the output dtype we allow beyond the reference's own error: one for fp16/bf16 (DESIGN.md
+# Extra ulps of the output dtype we allow beyond the reference's own error: one for fp16/bf16 (docs/ops.md
 # numerics contract); fp32 output keeps the fp32 sum-of-squares rounding, whose order differs from torch's
 # reduction (seen: <= 2 ulp at H = 4100 on CPU), so 4.
 EXTRA_ULPS = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 4}
@@ -44,7 +44,7 @@ def _norm64(x: torch.Tensor, w: torch.Tensor | None, offset: float) -> torch.Ten
 
 
 def _assert_close_to_truth(got: torch.Tensor, ref: torch.Tensor, truth: torch.Tensor) -> None:
-    """|got - truth| <= |ref - truth| + EXTRA_ULPS ulp(truth), elementwise (DESIGN.md numerics contract)."""
+    """|got - truth| <= |ref - truth| + EXTRA_ULPS ulp(truth), elementwise (docs/ops.md numerics contract)."""
     assert got.dtype == ref.dtype and got.shape == ref.shape and got.is_contiguous()
     err = (got.double() - truth).abs()
     bound = (ref.double() - truth).abs() + EXTRA_ULPS[got.dtype] * _ulp(truth, got.dtype)

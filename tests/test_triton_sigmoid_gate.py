@@ -24,7 +24,7 @@ from rocm_inductor.providers.triton import sigmoid_gate as K  # noqa: E402
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 MANTISSA = {torch.float16: 10, torch.bfloat16: 7, torch.float32: 23}
-# Ulps of the output dtype allowed beyond the torch reference's own error (DESIGN.md contract: one for
+# Ulps of the output dtype allowed beyond the torch reference's own error (docs/ops.md contract: one for
 # fp16/bf16). fp32 output: Triton's exp (interpreter: numpy; GPU: ex2-based) and torch's sigmoid differ by
 # a few fp32 ulps, so 4.
 EXTRA_ULPS = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 4}

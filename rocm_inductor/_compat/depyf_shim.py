@@ -5,7 +5,7 @@ depyf (0.20, the current release) replaces ``PyCodeCache.load_by_key_path`` insi
 calls ``load_by_key_path(key, path, set_sys_modules=False)`` when it compiles autotuning candidates
 (``select_algorithm.py``, ``autotune_process.py``), so max-autotune (our level 2) under ``prepare_debug``
 raises ``TypeError: patched_load_by_key_path() got an unexpected keyword argument 'set_sys_modules'``
-(KERNELS.md, last bullet).
+(docs/vendors.md, "Inductor hooks").
 
 The shim wraps depyf's hook in a function that takes the extra keyword arguments: it copies the kernel
 source into depyf's dump dir exactly as depyf does (``<fn>.kernel_<n>.py``) and forwards every argument,

@@ -6,7 +6,7 @@ Meaning (pure-torch reference: ``rocm_inductor.providers.reference.all_reduce_ad
                                                       = (rms_norm(s), s) with s = (r + residual).to(x.dtype)
 i.e. the rounding contract of ``rocm_fused::fused_add_rms_norm`` (``ops/rms_norm.py``) applied to the reduced
 tensor. A fused vendor kernel that sums the ranks in float32 and adds the residual before rounding once may
-differ from this by one ulp of the dtype in ``s`` (DESIGN.md's numerics contract allows it). ``offset`` is 1.0
+differ from this by one ulp of the dtype in ``s`` (the numerics contract, docs/ops.md, allows it). ``offset`` is 1.0
 for Gemma's ``1 + weight``; ``weight=None`` is the weightless norm. Functional (``mutates_args=()``); outputs
 are contiguous. Every rank of ``group_name`` must call it (it is a collective).
 

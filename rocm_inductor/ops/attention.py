@@ -12,7 +12,7 @@ mapping of HF's ``repeat_kv`` and gpt-fast's ``repeat_interleave(g, dim=1)``):
 A row whose every score is ``-inf`` (the mask removes every key) returns zeros, as SDPA does on torch >= 2.5
 (``_safe_softmax``; seen on torch 2.13 CPU for boolean and additive masks). Scores, softmax and the weighted
 sum are float32; the output is rounded once (eager's flash/efficient kernels also round the probabilities to
-the input dtype before ``P @ V``; one rounding is within DESIGN.md's contract). The op never repeats K/V:
+the input dtype before ``P @ V``; one rounding is within the numerics contract, docs/ops.md). The op never repeats K/V:
 providers read each kv head once for its ``g`` query heads.
 
 Shapes: q (B, Hq, Lq, D); k (B, Hkv, Lkv, D); v (B, Hkv, Lkv, Dv); ``Hq % Hkv == 0``; mask ``None`` or 4D

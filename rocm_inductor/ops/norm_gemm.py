@@ -7,7 +7,7 @@ Meaning (pure-torch reference: ``rocm_inductor.providers.reference.rms_norm_gemm
 and the op returns ``[out_0, ..., out_{n-1}]`` followed by ``s`` when there is a residual. ``y`` itself is not
 returned: the pass folds a norm into the GEMMs only where they are its output's only readers. Decode's pre-norm
 layers have this shape twice per layer (input_layernorm -> q/k/v, post_attention_layernorm -> gate/up) and once
-at the end (final norm -> lm_head): one launch instead of two (issue 19: the fixed cost of a launch is ~2 us at
+at the end (final norm -> lm_head): one launch instead of two (the fixed cost of a launch is ~2 us at
 the H200's decode sizes, as much as the q/k/v weights take to stream).
 
 Shapes: x and residual (..., K) of one dtype (float16/bfloat16/float32), M = x.numel() / K; norm_weight (K,)

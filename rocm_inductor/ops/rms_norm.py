@@ -11,10 +11,10 @@ The fused op normalises the *rounded* sum ``s``, as the eager HF code does (it a
 normalises that tensor): the reference and Triton give eager's bits. FlashInfer's and the fork's
 ``fused_add_rmsnorm`` normalise the unrounded float32 sum instead (``s`` itself is stored rounded, the same
 bits): their ``y`` is within one ulp of the output dtype of this definition, and never farther from the
-float64 ground truth than eager plus one ulp, which is DESIGN.md's contract; so every provider meets it with
-this definition, while defining ``y`` from the unrounded sum would put the eager-exact providers one ulp
-off a definition they were never meant to reproduce (tests/test_norm_providers.py checks both bounds on a
-stand-in that computes as FlashInfer does).
+float64 ground truth than eager plus one ulp, which is the numerics contract (docs/ops.md); so every
+provider meets it with this definition, while defining ``y`` from the unrounded sum would put the eager-exact
+providers one ulp off a definition they were never meant to reproduce (tests/test_norm_providers.py checks
+both bounds on a stand-in that computes as FlashInfer does).
 
 Compile-time spec keys read by providers' ``check`` (built by :func:`norm_spec`):
     dtype, weight_dtype (None if weightless), hidden (int or None if symbolic), ndim, offset, fused_add.

@@ -3,7 +3,7 @@
 Meaning (pure-torch reference: ``rocm_inductor.providers.reference.sigmoid_gate_ref``):
     sigmoid_gate(x, gate) = (float32(x) * sigmoid(float32(gate))).to(x.dtype)
 computed in float32 and rounded once (round-to-nearest-even). Eager bf16/fp16 code rounds twice (the
-sigmoid, then the product); the single rounding is within the numerics contract (DESIGN.md). ``x`` and
+sigmoid, then the product); the single rounding is within the numerics contract (docs/ops.md). ``x`` and
 ``gate`` have one shape and one dtype (float16/bfloat16/float32): no broadcasting, that is what separates
 this op from a router's scalar sigmoid. Functional (``mutates_args=()``); the output is contiguous.
 Gated-attention models that use it: Qwen3-Next / Qwen3.5 (``attn * sigmoid(gate)`` before o_proj), HY-V4.

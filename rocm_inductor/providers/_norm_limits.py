@@ -15,7 +15,7 @@ def check_half_same_dtype_weight(lib: str, spec: dict[str, Any]) -> str | None:
     """Reasons a FlashInfer-style norm kernel (fp16/bf16, weight reinterpreted as the input dtype) can't run.
 
     FlashInfer's norm kernels read the weight as the input dtype without checking it, so an fp32 weight
-    with bf16 input gives garbage (KERNELS.md): such a match must be refused here.
+    with bf16 input gives garbage (docs/vendors.md): such a match must be refused here.
     """
     dt, wdt = spec["dtype"], spec.get("weight_dtype")
     if dt not in HALF_DTYPES:

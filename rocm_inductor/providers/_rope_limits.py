@@ -1,6 +1,6 @@
 """Shared RoPE limits and layout helpers for the vendor providers (spec keys: ``rocm_inductor.ops.rope``).
 
-Library limits as data (KERNELS.md): FlashInfer 0.5.3-0.6.x and AMD's fork dispatch head dims 64/128/256/512
+Library limits as data (docs/vendors.md): FlashInfer 0.5.3-0.6.x and AMD's fork dispatch head dims 64/128/256/512
 only (the fork has no fallback), fp16/bf16 q/k of one dtype, a float32 [max_pos, rotary_dim] cos_sin_cache
 (cos half then sin half), positions per token. None of them takes the model's own cos/sin tensors, so the
 on-the-fly op (``rope``) always goes to Triton/reference; vendors serve ``rope_cached`` only.

@@ -3,10 +3,10 @@
 The vendor kernels only filter and draw; everything our op defines beyond that is done here in torch:
 NaN -> -inf, ``log`` of probabilities, the ban mask, temperature, greedy rows (T <= 0, top_p <= 0, rows
 holding +inf or nothing finite: ``argmax``, first index), top_k <= 0 or >= V -> V (FlashInfer returned
-invalid ids for huge k, KERNELS.md). Bad rows are replaced by zeros before the vendor call (all-NaN/-inf
-rows read out of bounds or hung in FlashInfer, KERNELS.md) and overwritten by the greedy result after.
+invalid ids for huge k, docs/vendors.md). Bad rows are replaced by zeros before the vendor call (all-NaN/-inf
+rows read out of bounds or hung in FlashInfer, docs/vendors.md) and overwritten by the greedy result after.
 
-Randomness (KERNELS.md; read in flashinfer-ai/flashinfer ``flashinfer/sampling.py`` at v0.5.3-v0.6.18):
+Randomness (docs/vendors.md; read in flashinfer-ai/flashinfer ``flashinfer/sampling.py`` at v0.5.3-v0.6.18):
 FlashInfer >= 0.6.4 (``seed: Optional[Union[int, torch.Tensor]]``, validated by the module's
 ``_validate_and_convert_seed_offset``: int64, 1-D, length 1 or B) and the fork's 0.6.18+amd line take
 ``seed``/``offset`` device tensors: capture-safe; we pass per-row seeds ``seed + row`` and zero offsets.

@@ -3,8 +3,8 @@
 Never a default for norms: ``rmsnorm2d_fwd_with_add`` truncates bf16 stores of residual_out toward zero on
 gfx942 (ROCm/aiter#5151; a residual shrank ~9% over 64 layers), and the plain ``rms_norm`` output truncates
 too: its ``module_rmsnorm`` is built with ``-DCK_TILE_FLOAT_TO_BFLOAT16_DEFAULT=2`` (ck_tile's truncating
-bf16 conversion; ``aiter/jit/optCompilerConfig.json``, v0.1.17), not round-to-nearest as DESIGN.md's
-contract asks; ``rms_norm`` also corrupted rows for odd hidden sizes (ROCm/aiter#5044). Used only when a
+bf16 conversion; ``aiter/jit/optCompilerConfig.json``, v0.1.17), not round-to-nearest as the numerics
+contract asks (docs/ops.md); ``rms_norm`` also corrupted rows for odd hidden sizes (ROCm/aiter#5044). Used only when a
 user forces ``provider="aiter"``. The positional order of ``rmsnorm2d_fwd_with_add`` changed between
 releases (v0.1.17 inserted ``gemma_norm`` before ``use_model_sensitive_rmsnorm``), so everything after
 ``weight`` goes by keyword.

@@ -1,6 +1,6 @@
 """AMD's FlashInfer fork on ROCm (pip ``amd-flashinfer`` from AMD's index; imports as ``flashinfer``).
 
-Limits (KERNELS.md): gfx942 / gfx950 only (import raises RuntimeError elsewhere: imported lazily here and
+Limits (docs/vendors.md): gfx942 / gfx950 only (import raises RuntimeError elsewhere: imported lazily here and
 treated as "unavailable"); norm kernels are 2D only; ``rmsnorm(..., backend="auto"|"native"|"aiter")`` —
 we pass ``backend="native"`` where the signature has it, because the AITER backend truncates bf16 stores.
 RoPE: the 0.6.18+amd line's ``apply_rope_with_cos_sin_cache(..., backend: str = "auto")`` picks AITER's

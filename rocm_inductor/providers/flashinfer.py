@@ -1,6 +1,6 @@
 """FlashInfer norm kernels on NVIDIA (pip ``flashinfer-python``).
 
-Library limits (KERNELS.md, flashinfer 0.5.3-0.6.x): ``flashinfer.norm.rmsnorm(input, weight, eps)`` and
+Library limits (docs/vendors.md, flashinfer 0.5.3-0.6.x): ``flashinfer.norm.rmsnorm(input, weight, eps)`` and
 ``gemma_rmsnorm`` take fp16/bf16 2D (or 3D per-head) input with a contiguous last dim; the weight is
 reinterpreted as the input dtype. ``fused_add_rmsnorm(input, residual, weight, eps)`` (and the gemma form)
 mutates both arguments: residual <- input + residual, input <- norm(sum) * weight; 2D only. FlashInfer's

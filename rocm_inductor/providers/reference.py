@@ -42,7 +42,7 @@ def fused_add_rms_norm_ref(
     ``s = x + residual`` rounded to the model dtype (the add happens in the model dtype in eager code),
     ``y = rms_norm_ref(s, weight, eps, offset)``: the norm of the *rounded* sum, which is what the op means
     (``rocm_inductor.ops.rms_norm``). FlashInfer's kernel normalises the unrounded float32 sum: its ``y`` is
-    within one ulp of this (its ``s`` is bit-equal), inside DESIGN.md's contract.
+    within one ulp of this (its ``s`` is bit-equal), inside the numerics contract (docs/ops.md).
 
     Args:
         x, residual: (..., H) of one float dtype.

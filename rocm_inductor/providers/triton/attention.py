@@ -32,9 +32,9 @@ any lengths are read on the device); partial buffers come from ``torch.empty`` (
 Launch choice (:func:`launch_config`): ``NSPLIT`` a power of two from (B, Hkv, Lkv, MB) and the SM count,
 aiming at :data:`PROGRAMS_PER_SM` programs per SM with at least :data:`MIN_SPLIT_LEN` slots per split;
 ``BLOCK_N`` from the head dim, the row tile and the platform (:func:`block_sizes`). Tuned on an H200 sweep
-(benchmarks/results/attention_sweep.md); ROCm not measured.
+(benchmarks/results/runs/attention_sweep.csv); ROCm not measured.
 
-Performance (H200, per layer, 513 of 1024 slots kept, benchmarks/results/attention_layer.md): Llama-3.2-1B
+Performance (H200, per layer, 513 of 1024 slots kept, benchmarks/results/runs/attention_layer.csv): Llama-3.2-1B
 5.5 / 7.6 / 17.2 us at B = 1 / 8 / 32 (2.2x the HBM floor of the kept K/V at B = 32). Skipped blocks are not
 free: each still costs its mask load, one dependent round trip per block, which is why flex_attention (whose
 block mask lists the kept blocks up front) stays ahead at Qwen3-0.6B B = 32 with 4096 slots (35.8 vs 44.1 us).
@@ -65,7 +65,7 @@ MAX_Q_LEN = 64
 #: Split heuristic: aim at this many programs per SM (flash-decoding wants several resident per SM to hide
 #: load latency; with the loop's `if` skip the compiler does not software-pipeline the K/V loads: no async
 #: copies in the sm_90 TTGIR, triton 3.6). 8: on the
-#: H200 sweep (benchmarks/results/attention_sweep.md, 2026-12-01; 132 SMs) the configuration it picks (with
+#: H200 sweep (benchmarks/results/runs/attention_sweep.csv, 2026-12-01; 132 SMs) the configuration it picks (with
 #: :func:`block_sizes`) was the fastest swept, or within 2% of it, at 10 of the 18 issue-13 shapes and within
 #: 17% at the rest (worst: gemma-2b B=1, 1024 slots, 7.9 vs 6.8 us; Qwen3-0.6B B=32, 1024 slots, 4 splits
 #: 32.6 us vs 1 split 28.2 us). 4 and 6 lost up to 30% (Llama-3.2-1B B=8, 4096 slots), 16 up to 25%.
@@ -125,7 +125,7 @@ def block_sizes(d: int, dv: int, m: int, base: int = 1, rocm: bool | None = None
     BLOCK_M: ``next_pow2(m)``, at least 16 (``tl.dot``'s smallest M), at most 64 (32 for a 256 head dim: the
     float32 accumulator is BLOCK_M x BLOCK_DV per program). BLOCK_D/BLOCK_DV: next power of two, >= 16.
     BLOCK_N, with BLOCK_M = 16 (decode: g <= 16, Lq = 1): 128 for head dims <= 128: the fastest of 32/64/128 at
-    every Llama-3.2-1B / Qwen3-0.6B shape of the H200 sweep (benchmarks/results/attention_sweep.md,
+    every Llama-3.2-1B / Qwen3-0.6B shape of the H200 sweep (benchmarks/results/runs/attention_sweep.csv,
     2026-12-01: the loop's mask test keeps the loads unpipelined, so fewer, larger blocks win). Head dim 256:
     128 when ``base <= 8``, else 64 (gemma-2b: bn128 7.9-9.8 us vs bn64 9.1-11.0 at B = 1 and 8; bn64 11.3 vs
     13.6 us at B = 32, 1024 slots); on ROCm always 64 (bn128 needs the whole 64 KiB LDS of gfx942 and spilled

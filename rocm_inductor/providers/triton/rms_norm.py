@@ -7,7 +7,7 @@ rounding at the store. Kernel layout after Liger-Kernel's ``ops/rms_norm.py`` (o
 whole row in registers, block size = next power of two of H), with a few rows per program for small H.
 
 Rounding. Every store rounds to nearest, ties to even (RTNE), never toward zero (AITER's truncating bf16
-store shrank a residual 9% over 64 layers, DESIGN.md). Triton's ``x.to(tl.bfloat16)`` is RTNE when
+store shrank a residual 9% over 64 layers, docs/ops.md). Triton's ``x.to(tl.bfloat16)`` is RTNE when
 compiled (``semantic.cast`` defaults ``fp_downcast_rounding`` to RTNE, lowered to ``arith.truncf``), but
 Triton's interpreter (checked in triton 3.9.0, ``runtime/interpreter.py::cast_impl``) *truncates*
 float32 -> bfloat16, even with ``fp_downcast_rounding="rtne"``. So bfloat16 stores go through
@@ -38,7 +38,7 @@ WEIGHT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 #: lanes on ROCm). Liger-Kernel and Unsloth use the same bound (``MAX_FUSED_SIZE``). Not measured here.
 MAX_HIDDEN = 65536
 #: Upper bound on warps per program on ROCm: 16 x 64-wide wavefronts = 1024 threads, the launch limit
-#: (KERNELS.md "Triton on AMD"); NVIDIA goes to 32 x 32 = 1024 (:func:`launch_config`).
+#: (docs/vendors.md "Triton on AMD"); NVIDIA goes to 32 x 32 = 1024 (:func:`launch_config`).
 MAX_WARPS = 16
 #: Elements per program for small H: rows are packed until a tile holds this many (or :data:`MAX_ROWS`).
 _TILE_TARGET = 1024

@@ -54,7 +54,7 @@ def _cfg(block: int, warps: int) -> triton.Config:
 #: Every candidate (BLOCK elements per program, num_warps). Small blocks for decode (1 x 4096 = 4096
 #: elements: 2-8 programs), large blocks with many warps for prefill (2048 x 8192 = 16.8M elements).
 #: The 32-warp config is the one ROCm cannot launch (32 x 64 = 2048 threads). Not yet measured: the
-#: benchmark (benchmarks/bench_sigmoid_gate.py) reports the chosen config per shape.
+#: benchmark (benchmarks/ops/bench_sigmoid_gate.py) reports the chosen config per shape.
 CONFIGS: tuple[triton.Config, ...] = (
     _cfg(512, 2), _cfg(1024, 4), _cfg(2048, 4), _cfg(2048, 8), _cfg(4096, 8), _cfg(4096, 16),
     _cfg(8192, 16), _cfg(16384, 32),

@@ -1,0 +1,267 @@
+"""Benchmark per-layer decode attention over a static KV cache: ``rocm_fused::decode_attention`` vs the anchors.
+
+Shapes (issue 13): Llama-3.2-1B (32 q / 8 kv heads, head_dim 64), Qwen3-0.6B (16 / 8, 128), gemma-2b (8 / 1,
+256); batch in {1, 8, 32}; max_cache_len in {1024, 4096}; one query token; 513 valid positions (HF's
+causal-from-position mask at cache_position 512: a (B, 1, 1, L) bool, True = attend); bfloat16. Every
+implementation is captured ``--inner`` times in one CUDA graph and replayed ``--reps`` times (median, per
+call), all in one process:
+
+- ``inductor``: ``torch.compile`` (Inductor, static shapes) of HF's attention: ``repeat_kv`` (expand +
+  reshape, which Inductor materialises as a clone) then SDPA with the mask;
+- ``sdpa_packed``: SDPA with GQA packed into the query dim (q viewed as (B, Hkv, g, D)), exact, eager;
+- ``flex``: compiled ``flex_attention`` with a block mask of the same positions and ``enable_gqa`` (its
+  compiles are time-boxed by ``--flex-budget-s``; later shapes get no flex column);
+- ``ours``: ``rocm_fused::decode_attention(..., "triton")`` (split-KV flash-decoding, mask-skip);
+- ``floor``: the HBM time of the valid K/V bytes (B x Hkv x 513 x (D + Dv) x 2 bytes) at the device-to-device
+  copy bandwidth measured here (read + write counted, benchmarks/timing.py).
+
+``--sweep`` also times ours over ``num_splits`` x ``BLOCK_N`` (written to ``attention_sweep.csv``) to tune
+:func:`rocm_inductor.providers.triton.attention.launch_config`; ``--from-sweep DIR`` (no GPU) re-reads such a
+run for the current heuristic (:func:`rebase`: its pick's time from the sweep).
+
+Writes ``attention_layer.csv`` / ``.md`` to ``--out`` (default benchmarks/results). About 2-3 minutes on an H200.
+
+Usage: ``python benchmarks/ops/bench_attention.py [--out DIR] [--reps 10] [--inner 20] [--sweep]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
+from timing import copy_bandwidth_gbs, graph_time_us, write_results  # noqa: E402  (benchmarks/timing.py)
+
+MODELS = (("llama-3.2-1b", 32, 8, 64), ("qwen3-0.6b", 16, 8, 128), ("gemma-2b", 8, 1, 256))
+BATCHES = (1, 8, 32)
+CACHE_LENS = (1024, 4096)
+POSITION = 512  # cache_position of the decoded token: slots 0..512 valid (513)
+DTYPE = torch.bfloat16
+
+
+def repeat_kv(hidden_states: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """HF transformers' ``repeat_kv`` (modeling_llama.py), verbatim."""
+    batch, num_key_value_heads, slen, head_dim = hidden_states.shape
+    if n_rep == 1:
+        return hidden_states
+    hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, slen, head_dim)
+    return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
+
+
+def hf_attention(q, k, v, mask, scale: float, n_rep: int):
+    """HF's SDPA attention (sdpa_attention_forward) for a StaticCache under torch.compile."""
+    return F.scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), attn_mask=mask,
+                                          dropout_p=0.0, scale=scale, is_causal=False)
+
+
+def sdpa_packed(q, k, v, mask, scale: float):
+    """SDPA with the g query heads of each kv head packed into the query dim (exact for Lq = 1)."""
+    b, hq, _, d = q.shape
+    hkv = k.shape[1]
+    out = F.scaled_dot_product_attention(q.view(b, hkv, hq // hkv, d), k, v, attn_mask=mask, scale=scale)
+    return out.view(b, hq, 1, v.shape[-1])
+
+
+def _time(fn, args) -> float:
+    with torch.no_grad():
+        return graph_time_us(fn, args.inner, args.reps)
+
+
+def case(model, hq, hkv, d, b, lkv, copy_bw, args, state) -> tuple[dict, list[dict]]:
+    """One (model, batch, cache length): the table row and, with ``--sweep``, the sweep rows."""
+    from rocm_inductor.providers.triton import attention as tri
+
+    torch._dynamo.reset()
+    g = hq // hkv
+    scale = d ** -0.5
+    q = torch.randn(b, hq, 1, d, dtype=DTYPE, device="cuda")
+    k = torch.randn(b, hkv, lkv, d, dtype=DTYPE, device="cuda")
+    v = torch.randn(b, hkv, lkv, d, dtype=DTYPE, device="cuda")
+    pos = torch.full((b,), POSITION, device="cuda")
+    mask = (torch.arange(lkv, device="cuda")[None, :] <= pos[:, None])[:, None, None, :]
+    valid = POSITION + 1
+    floor_us = b * hkv * valid * 2 * d * 2 / (copy_bw * 1e9) * 1e6
+    row = {"model": model, "max_cache_len": lkv, "batch": b, "inductor_us": "", "sdpa_packed_us": "",
+           "flex_us": "", "ours_us": "", "ours_splits": "", "floor_us": round(floor_us, 2), "ours_x_floor": "",
+           "inductor_x_ours": "", "packed_x_ours": "", "ours_max_err": "", "best_sweep_us": "", "best_sweep_cfg": "",
+           "note": ""}
+    want = sdpa_packed(q, k, v, mask, scale)
+    notes = []
+
+    def record(key, fn):
+        try:
+            out = fn()
+            torch.testing.assert_close(out.float(), want.float(), atol=2e-2, rtol=2e-2)
+            row[key] = round(_time(fn, args), 2)
+            return out
+        except Exception as e:  # one failing implementation must not lose the table
+            notes.append(f"{key}: {type(e).__name__}: {str(e)[:80]}".replace("\n", " "))
+            return None
+
+    ind = torch.compile(hf_attention, backend="inductor", dynamic=False, fullgraph=True)
+    record("inductor_us", lambda: ind(q, k, v, mask, scale, g))
+    record("sdpa_packed_us", lambda: sdpa_packed(q, k, v, mask, scale))
+    if args.flex and time.perf_counter() - state["t0"] < args.flex_budget_s:
+        try:
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+            def mask_mod(bi, h, qi, kvi):
+                return kvi <= pos[bi]
+
+            bm = create_block_mask(mask_mod, b, None, 1, lkv, device="cuda")
+            flex = torch.compile(flex_attention, dynamic=False)
+            record("flex_us", lambda: flex(q, k, v, block_mask=bm, scale=scale, enable_gqa=True))
+        except Exception as e:
+            notes.append(f"flex: {type(e).__name__}: {str(e)[:80]}".replace("\n", " "))
+    else:
+        notes.append("flex skipped (time budget)")
+    out = record("ours_us", lambda: torch.ops.rocm_fused.decode_attention(q, k, v, mask, scale, "triton"))
+    cfg = tri.launch_config(b, hkv, 1, lkv, g, d, d, tri._sm_count(torch.cuda.current_device()))
+    row["ours_splits"] = f"{cfg['NSPLIT']}x{cfg['SPLIT_LEN']} bn{cfg['BLOCK_N']}"
+    if out is not None:
+        row["ours_max_err"] = f"{(out.float() - want.float()).abs().max().item():.2e}"
+        row["ours_x_floor"] = round(row["ours_us"] / floor_us, 2)
+        for key, col in (("inductor_us", "inductor_x_ours"), ("sdpa_packed_us", "packed_x_ours")):
+            if row[key] != "":
+                row[col] = round(row[key] / row["ours_us"], 2)
+    row["note"] = "; ".join(notes)
+    sweep = []
+    if args.sweep:
+        for bn in (32, 64, 128):
+            for ns in (1, 2, 4, 8, 16, 32):
+                if ns > 1 and (lkv // bn) < ns:
+                    continue
+                srow = {"model": model, "max_cache_len": lkv, "batch": b, "block_n": bn, "num_splits": ns,
+                        "us": "", "note": ""}
+                try:
+                    def fn(bn=bn, ns=ns):
+                        return tri.decode_attention(q, k, v, mask, scale, num_splits=ns, block_n=bn)
+                    torch.testing.assert_close(fn().float(), want.float(), atol=2e-2, rtol=2e-2)
+                    srow["us"] = round(_time(fn, args), 2)
+                except Exception as e:
+                    srow["note"] = f"{type(e).__name__}: {str(e)[:80]}".replace("\n", " ")
+                sweep.append(srow)
+        timed = [r for r in sweep if r["us"] != ""]
+        if timed:
+            best = min(timed, key=lambda r: r["us"])
+            row["best_sweep_us"] = best["us"]
+            row["best_sweep_cfg"] = f"{best['num_splits']} splits bn{best['block_n']}"
+    return row, sweep
+
+
+def bench(args: argparse.Namespace) -> tuple[list[dict], list[dict], list[str]]:
+    import triton
+
+    import rocm_inductor  # noqa: F401  (registers the ops)
+
+    torch.manual_seed(0)
+    state = {"t0": time.perf_counter()}
+    copy_bw = copy_bandwidth_gbs(5, 10)
+    head = [f"Run {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on "
+            f"{torch.cuda.get_device_name()} ({torch.cuda.get_device_properties(0).multi_processor_count} SMs), "
+            f"torch {torch.__version__}, triton {triton.__version__}; D2D copy {copy_bw:.0f} GB/s; bf16, one "
+            f"query token, {POSITION + 1} valid slots (HF bool mask (B, 1, 1, L)); CUDA-graph replay, median of "
+            f"{args.reps} replays of {args.inner} calls; us per call (per layer)."]
+    print(head[0], flush=True)
+    rows, sweep = [], []
+    models = [m for m in MODELS if not args.models or m[0] in args.models]
+    for model, hq, hkv, d in models:
+        for lkv in CACHE_LENS:
+            for b in BATCHES:
+                r, s = case(model, hq, hkv, d, b, lkv, copy_bw, args, state)
+                rows.append(r)
+                sweep += s
+                print(f"{model} L={lkv} B={b}: {r}  [{time.perf_counter() - state['t0']:.0f} s]", flush=True)
+                write(rows, sweep, head, args.out)  # after every case: a run cut short keeps what it measured
+    return rows, sweep, head
+
+
+def write(rows: list[dict], sweep: list[dict], head: list[str], out: str) -> str:
+    """Write the table (and the sweep, if any) to ``out``; return the table's markdown."""
+    if sweep:
+        write_results(sweep, out, "attention_sweep", "Decode attention: ours over num_splits x BLOCK_N", head)
+    return write_results(rows, out, "attention_layer", "Per-layer decode attention (issue 13)", head)
+
+
+def rebase(rows: list[dict], sweep: list[dict], sms: int) -> list[dict]:
+    """Table rows re-read for the *current* :func:`launch_config`: its pick's time taken from the same run's
+    sweep (same kernels, same process and timing; ``ours_run_us`` keeps what the op measured with the launch
+    heuristic of the run). Used when the heuristic was tuned from that sweep (``--from-sweep``).
+
+    Args:
+        rows, sweep: rows of ``attention_layer.csv`` and ``attention_sweep.csv`` (strings, as csv reads them).
+        sms: SM count of the device the run used.
+
+    Returns:
+        new rows; a shape whose pick was not swept keeps ``ours_us`` empty and says so in ``note``.
+    """
+    from rocm_inductor.providers.triton import attention as tri
+
+    heads = {m: (hq, hkv, d) for m, hq, hkv, d in MODELS}
+    times = {(r["model"], int(r["max_cache_len"]), int(r["batch"]), int(r["block_n"]), int(r["num_splits"])):
+             float(r["us"]) for r in sweep if r["us"] != ""}
+    out = []
+    for r in rows:
+        hq, hkv, d = heads[r["model"]]
+        lkv, b = int(r["max_cache_len"]), int(r["batch"])
+        cfg = tri.launch_config(b, hkv, 1, lkv, hq // hkv, d, d, sms, rocm=False)
+        us = times.get((r["model"], lkv, b, cfg["BLOCK_N"], cfg["NSPLIT"]))
+        floor = float(r["floor_us"])
+        new = {k: r[k] for k in ("model", "max_cache_len", "batch", "inductor_us", "sdpa_packed_us", "flex_us")}
+        new.update({"ours_us": "" if us is None else us, "ours_cfg": f"{cfg['NSPLIT']} splits bn{cfg['BLOCK_N']}",
+                    "ours_run_us": r["ours_us"], "floor_us": r["floor_us"],
+                    "ours_x_floor": "" if us is None else round(us / floor, 2)})
+        for key, col in (("inductor_us", "inductor_x_ours"), ("sdpa_packed_us", "packed_x_ours"),
+                         ("flex_us", "flex_x_ours")):
+            new[col] = round(float(r[key]) / us, 2) if us and r[key] != "" else ""
+        new.update({"best_sweep_us": r["best_sweep_us"], "best_sweep_cfg": r["best_sweep_cfg"],
+                    "note": r["note"] if us is not None else (r["note"] + "; pick not swept").strip("; ")})
+        out.append(new)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "results"))
+    p.add_argument("--reps", type=int, default=10, help="graph replays timed (median)")
+    p.add_argument("--inner", type=int, default=20, help="calls captured per graph")
+    p.add_argument("--sweep", action="store_true", help="also time ours over num_splits x BLOCK_N")
+    p.add_argument("--no-flex", dest="flex", action="store_false", help="skip flex_attention")
+    p.add_argument("--flex-budget-s", type=float, default=150.0,
+                   help="no new flex_attention compiles after this many seconds")
+    p.add_argument("--models", nargs="*", default=None, help="subset of model names")
+    p.add_argument("--from-sweep", default=None, metavar="DIR",
+                   help="no GPU: re-read DIR's attention_layer/attention_sweep CSVs for the current launch "
+                        "heuristic (rebase) and write attention_layer.* to --out")
+    p.add_argument("--sms", type=int, default=132, help="SM count of the --from-sweep run (H200: 132)")
+    args = p.parse_args(argv)
+    if args.from_sweep:
+        import csv
+
+        def read(stem):
+            with open(os.path.join(args.from_sweep, f"{stem}.csv")) as f:
+                return list(csv.DictReader(f))
+
+        with open(os.path.join(args.from_sweep, "attention_layer.md")) as f:
+            head = [ln.rstrip("\n") for ln in f if ln.startswith("Run ")]
+        head += [f"ours_us: the committed launch heuristic's pick, timed in this run's sweep ({args.sms} SMs); "
+                 "ours_run_us: the op with the run's first-guess heuristic; best_sweep: fastest swept config."]
+        print(write_results(rebase(read("attention_layer"), read("attention_sweep"), args.sms), args.out,
+                            "attention_layer", "Per-layer decode attention (issue 13)", head))
+        return 0
+    if not torch.cuda.is_available():
+        print("bench_attention: needs a CUDA or ROCm GPU", file=sys.stderr)
+        return 2
+    rows, sweep, head = bench(args)
+    print(write(rows, sweep, head, args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
