@@ -8,11 +8,11 @@ off it, and then ask this module two things:
    graph. It fails (returning the reason) when the region reads a tensor that is not one of its inputs, or
    when an intermediate escapes (is used outside the region: a rewrite would have to keep it anyway).
 2. :func:`verify` -- evaluate that region and the candidate op's reference on a few random inputs at
-   compile time and decide by DESIGN.md's numerics contract (``passes/verify.py`` evaluates and judges).
+   compile time and decide by the numerics contract (docs/ops.md) (``passes/verify.py`` evaluates and judges).
 
 Results are cached per process by the region's *signature* (its ops, literal arguments, input
 shapes/dtypes and the op parameters; node names left out), so the 32 identical layers of a model verify once.
-:func:`stats` counts verifications and cache hits (``benchmarks/bench_verify_cost.py`` reads it).
+:func:`stats` counts verifications and cache hits (``benchmarks/ops/bench_verify_cost.py`` reads it).
 """
 
 from __future__ import annotations

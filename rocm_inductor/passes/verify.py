@@ -1,7 +1,7 @@
 """Compile-time verification of an extracted region (a :class:`Region`) against an op's reference.
 
 The region and the op's reference are evaluated on a few random inputs, with symbolic sizes replaced by small
-concrete ones, and judged by DESIGN.md's numerics contract:
+concrete ones, and judged by the numerics contract (docs/ops.md):
 
 - *kind*: the region evaluated in float64 (every float cast inside it widened to float64) equals the op's
   float64 math within :data:`KIND_RTOL` relative (the same function with the same parameters: eps, offset,

@@ -12,7 +12,7 @@ configs and specialisations its launcher picks at typical sizes, each ``{"name",
   (torch allocations are 16-byte aligned, as Triton's launcher specialises them).
 
 :func:`compile_case` calls ``triton.compile(ASTSource(fn, signature, constexprs, attrs),
-target=GPUTarget(...))``, which works on a CPU-only machine (KERNELS.md "Triton on AMD": lld is inside
+target=GPUTarget(...))``, which works on a CPU-only machine (docs/vendors.md "Triton on AMD": lld is inside
 libtriton) with triton 3.6 (torch 2.11), 3.7 (torch 2.13) and 3.9: their ``ASTSource`` takes a name-keyed
 signature that includes the constexpr parameters as ``"constexpr"``, name-keyed constexprs and index-keyed
 attrs. Resources read back:
@@ -50,7 +50,7 @@ import time
 from typing import Any
 
 #: name -> (backend, arch, warp size, LDS / shared-memory bytes a work-group may use). LDS: 64 KiB on
-#: gfx942 (MI300), 160 KiB on gfx950 (MI355) (KERNELS.md "Triton on AMD"); sm_90: 227 KiB opt-in shared
+#: gfx942 (MI300), 160 KiB on gfx950 (MI355) (docs/vendors.md "Triton on AMD"); sm_90: 227 KiB opt-in shared
 #: memory per block (the 228 KiB per SM less 1 KiB the driver reserves; CUDA programming guide, H100).
 TARGETS: dict[str, tuple[str, Any, int, int]] = {
     "gfx942": ("hip", "gfx942", 64, 64 * 1024),

@@ -59,7 +59,7 @@ from .rms_norm import _round_to
 INPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 MASK_DTYPES = (torch.bool, torch.float16, torch.bfloat16, torch.float32)
 MAX_HEAD_DIM = 256
-#: Longest query the kernel is offered for (decode buckets; issue 13's default bucket is <= 32). The kernel is
+#: Longest query the kernel is offered for (decode buckets; the default decode bucket is <= 32). The kernel is
 #: correct for any length (M is tiled), but for prefill lengths one program per (kv head, M tile) re-reads K/V.
 MAX_Q_LEN = 64
 #: Split heuristic: aim at this many programs per SM (flash-decoding wants several resident per SM to hide

@@ -5,8 +5,8 @@
 graph capture of an untuned shape, tuning off): the widest column block that still gives one program per SM, then
 the smallest power-of-two K split that gives two per SM. :func:`candidates` is what the launcher times at the
 first call of an unmeasured shape; :func:`sweep_configs` / :func:`short_configs` what
-``benchmarks/sweep_decode_gemm.py`` times (its winners are the measured table, ``gemm_tables``);
-``benchmarks/bench_norm_gemm_pair.py`` sweeps :func:`gemv_full_tiles` for the RMSNorm prologue.
+``benchmarks/sweeps/sweep_decode_gemm.py`` times (its winners are the measured table, ``gemm_tables``);
+``benchmarks/ops/bench_norm_gemm_pair.py`` sweeps :func:`gemv_full_tiles` for the RMSNorm prologue.
 
 Configs with ``num_warps * warp_size > 1024`` are dropped (ROCm's 64-wide wavefronts), and every tile stays
 within :data:`TILE_BUDGET`, the register budget found spill-free by AOT compiles for sm_90 and gfx942. Block
@@ -146,12 +146,12 @@ def default_config(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms:
     return Config(block_m, block_n, block_k, _split_for(ns, k, block_n, block_k, sms), warps, 3, True)
 
 
-#: Largest M the GEMV tile takes: its 3-D accumulator grows with M (issue 19 asks for M <= 8).
+#: Largest M the GEMV tile takes: its 3-D accumulator grows with M (decode buckets need M <= 8).
 GEMV_MAX_M = 8
 #: float32 products each thread of a GEMV tile keeps (BLOCK_M * BLOCK_N * BLOCK_K / threads): 32-64, i.e. at
 #: M = 1 four to eight 16-byte weight loads in flight per thread per K step. A guess bounded like the dot
 #: tiles' budget (64 float32 accumulators); tests/test_triton_aot.py compiles the aot_cases for spills and
-#: benchmarks/sweep_decode_gemm.py measures which tile wins.
+#: benchmarks/sweeps/sweep_decode_gemm.py measures which tile wins.
 GEMV_ELEMS = (32, 64)
 
 
@@ -220,7 +220,7 @@ def gemv_full_tiles(m: int, k: int, split: int, warp: int, warp_counts: tuple[in
 def gemv_full_configs(m: int, ns: tuple[int, ...], k: int, sms: int, warp: int) -> list[Config]:
     """Full-K GEMV configs (:func:`gemv_full_tiles`), weights loaded ``evict_first``; without a K split, and
     with the smallest power-of-two split (<= 8) that fills the SMs where the column blocks alone cannot
-    (a split-K reduce launch costs ~1-2 us, issue 19's CUPTI diagnosis); plus the normal-eviction twins of the
+    (a split-K reduce launch costs ~1-2 us, the H200 CUPTI profile); plus the normal-eviction twins of the
     64-elements-per-thread tiles, so the sweep shows what ``evict_first`` is worth."""
     out = []
     bm = _pow2_at_least(m)
@@ -244,7 +244,7 @@ STAGE_LDS_BYTES = 64 << 10
 
 def deep_dot_configs(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int, warp: int) -> list[Config]:
     """``tl.dot`` tiles with a deeper software pipeline (num_stages 5: more K blocks of the weight in flight
-    per program, the lever issue 19's diagnosis points at) for M 8..32, 16-bit dtypes: BLOCK_N 16/32 of
+    per program, the lever the H200 CUPTI profile points at) for M 8..32, 16-bit dtypes: BLOCK_N 16/32 of
     :func:`tiles` at 4 warps, at the automatic K split and without a split, within :data:`STAGE_LDS_BYTES`;
     plus each tile's 3-stage, no-split twin (to separate the stages' effect from the 4 warps' and the split's).
     Caveat: AOT compiles with the local triton 3.9 report the same shared memory at num_stages 1, 3 and 5
@@ -264,7 +264,7 @@ def deep_dot_configs(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sm
         split = _split_for(ns, k, bn, bk, sms)
         for sp in sorted({split, 1}):
             out.append(Config(block_m, bn, bk, sp, warps, stages, True))
-        # the 3-stage twin: session 3's winners (4 warps, 5 stages, no split) had none, so what the 5 stages
+        # the 3-stage twin: the 2026-12-01 sweep's winners (4 warps, 5 stages, no split) had none, so what the 5 stages
         # are worth (vs the 4 warps and the missing split) is not measured yet
         out.append(Config(block_m, bn, bk, 1, warps, 3, True))
     return out
@@ -272,8 +272,8 @@ def deep_dot_configs(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sm
 
 def short_configs(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int, warp: int) -> list[Config]:
     """A short sweep list (``sweep_decode_gemm.py --short``: compiles dominate a device call), 4-7 configs,
-    the kinds that won session 3's sweeps (``decode_gemm_layer.md``): the default; below M = 8 (16-bit) the
-    full-K GEMV tiles with ``evict_first`` at 32 and 64 weight elements per thread, 4 and 8 warps, each at
+    the kinds that won the 2026-12-01 sweeps (``results/runs/decode_gemm_layer.csv``): the default; below M = 8
+    (16-bit) the full-K GEMV tiles with ``evict_first`` at 32 and 64 weight elements per thread, 4 and 8 warps, each at
     its smallest SM-filling K split (none when the columns fill the SMs), i.e. the M = 1 winners' family
     (not at M = 8: it lost there, Qwen3 q/k/v 10.4 vs 5.95 us); from M = 8 the deep-pipeline dot
     tiles (:func:`deep_dot_configs`, 5 stages only) and the 8-warp BLOCK_N 64
@@ -300,7 +300,7 @@ def _distinct_fitting(configs: list[Config], warp: int) -> list[Config]:
 
 
 def sweep_configs(m: int, ns: tuple[int, ...], k: int, dtype: torch.dtype, sms: int, warp: int) -> list[Config]:
-    """What ``benchmarks/sweep_decode_gemm.py`` times per shape: :func:`candidates` (with two runtime-K-loop
+    """What ``benchmarks/sweeps/sweep_decode_gemm.py`` times per shape: :func:`candidates` (with two runtime-K-loop
     GEMV tiles) plus every :func:`gemv_full_configs` and :func:`deep_dot_configs` entry (16-bit dtypes only;
     float32 keeps the dot tiles)."""
     out = list(candidates(m, ns, k, dtype, sms, warp))

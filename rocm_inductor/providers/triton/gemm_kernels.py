@@ -31,17 +31,17 @@ graph's pool under capture).
 GEMV tile (``LATE``, M <= 8): no ``tl.dot``; each program streams a (BLOCK_N, BLOCK_K) slice of one
 weight with 16-byte loads along K, multiplies by the M rows of x and keeps the products in a 3-D float32
 register tile, summed over K once after the loop. Measured (H200, torch 2.11, triton 3.6, 2026-12-01,
-``benchmarks/results/decode_gemm_layer.md``): it wins at M = 1 and 2 (Llama-3.2-1B q/k/v 6.54 us at M = 1 vs
+``benchmarks/results/runs/decode_gemm_layer.csv``): it wins at M = 1 and 2 (Llama-3.2-1B q/k/v 6.54 us at M = 1 vs
 9.8 us for the dot tile before it, separate cuBLAS 18.1 us, concatenated cuBLAS 6.86 us; gate/up 21.95 us
 vs 22.55 separate); from M = 4 the dot tile with M padded to 16 wins (q/k/v 9.3 us at M = 4 / 8).
 Its K loop is a runtime loop without ``tl.dot``, which Triton does not pipeline: one DRAM round trip per K step,
-~8 KB in flight per program, the speed of a naive read of the same bytes (issue 19's CUPTI diagnosis).
+~8 KB in flight per program, the speed of a naive read of the same bytes (CUPTI, H200).
 
 Full-K GEMV tile (``FULL``, M <= 8, 16-bit): BLOCK_K covers the program's whole K range (K / split_k
 padded to a power of two), so a program issues all its weight loads (BLOCK_N x K, 16-128 elements per thread)
 before the first FMA; then each row of x (``tl.static_range``) is multiplied and summed over K once.
 ``EVICT`` loads the weights ``evict_first``. Measured (H200, torch 2.11, triton 3.6, 2026-12-01, session
-3 rows of ``benchmarks/results/decode_gemm_layer.md``), M = 1: Llama-3.2-1B q/k/v 5.37 us (concatenated cuBLAS
+3 rows of ``benchmarks/results/runs/decode_gemm_layer.csv``), M = 1: Llama-3.2-1B q/k/v 5.37 us (concatenated cuBLAS
 6.93, separate 18.02, floor 2.96), gate/up 18.52 us (20.4 / 23.41 / 15.79); Qwen3-0.6B q/k/v 4.23 us (5.42 /
 19.98 / 1.98), gate/up 5.28 us (6.63 / 10.69 / 2.96). evict_first was 0-0.44 us faster in each of the 10
 pairs swept (never slower).
@@ -356,7 +356,7 @@ def aot_cases() -> list[dict]:
     main_case("gateup_gemv_m8_bf16", "bf16", 2, Config(8, 8, 256, 1, 8, 3, False, True))
     main_case("kproj_gemv_m4_fp16_bias", "fp16", 1, Config(4, 8, 256, 4, 4, 3, False, True), hb=(True,) * 4,
               even_k=False)
-    # the full-K GEMV tile (issue 19 session 3): the 64- and 128-elements-per-thread ends, M = 1 and 8, a
+    # the full-K GEMV tile (H200 sweep, 2026-12-01): the 64- and 128-elements-per-thread ends, M = 1 and 8, a
     # masked K (896 -> 1024) with biases, a K split (k_proj-sized), evict_first on and off
     main_case("qkv_gemvfull_m1_bf16", "bf16", 3, Config(1, 4, 2048, 1, 4, 1, False, False, True, True))
     main_case("qkv_gemvfull_n8_m1_bf16", "bf16", 3, Config(1, 8, 2048, 1, 4, 1, False, False, True, False))

@@ -30,15 +30,16 @@ class Knobs:
             ``PDL`` form (``gdc_launch_dependents()`` first; the full-K GEMV tile issues its weight loads, then
             ``gdc_wait()``, then reads x), so its start and weight stream overlap the preceding kernel's tail.
             False: never; True or None: wherever ``gemm_merge.pdl_available``. Off: measured slower where it
-            matters (H200, torch 2.11.0+cu130, triton 3.6.0, 2026-12-01, ``benchmarks/bench_pdl_gemm.py``,
+            matters (H200, torch 2.11.0+cu130, triton 3.6.0, 2026-12-01, ``benchmarks/ops/bench_pdl_gemm.py``,
             Llama-3.2-1B q/k/v at M = 1, us per call in CUDA graphs, weights rotated; the capture keeps PDL: 4
             programmatic edges in a 4-pair graph): back to back 5.27 -> 5.00 us, but after a producer kernel (what
             the decode step has) an ATen elementwise + GEMM pair 6.34 -> 6.78 us and an Inductor add + RMSNorm +
             GEMM pair 6.75 -> 6.97 us; the Llama-3.2-1B B = 1 decode step (only gemm_merge on, 65 of our
-            launches) 1198.1 -> 1241.2 us. Outputs bitwise equal. RESULTS.md, issue 19, session 5. With
-            Inductor's own PDL codegen too (``triton.enable_pdl``, ``benchmarks/bench_ipdl_pair.py``, same H200
-            and versions): the (add + RMSNorm, q/k/v) pair 6.73 -> 5.86 us, but the B = 1 step 1189.1 -> 1197.3
-            us: still off (RESULTS.md, issue 19, "Inductor's own PDL").
+            launches) 1198.1 -> 1241.2 us. Outputs bitwise equal (benchmarks/RESULTS.md, "Programmatic dependent
+            launch for the decode GEMV"). With Inductor's own PDL codegen too (``triton.enable_pdl``,
+            ``benchmarks/ops/bench_ipdl_pair.py``, same H200 and versions): the (add + RMSNorm, q/k/v) pair
+            6.73 -> 5.86 us, but the B = 1 step 1189.1 -> 1197.3 us: still off (benchmarks/RESULTS.md, same
+            section).
         tune: time the candidate configs at the first call of an unmeasured shape on a GPU outside capture
             (``gemm_merge.pick_config``); off: the default config.
         unmeasured: take merges (and RMSNorm folds) of shapes or GPUs the measured tables have no entry for

@@ -2,13 +2,13 @@
 
 Two JSON files next to this module, both ``{"entries": [...]}`` with one entry per (GPU name, K, Ns, dtype, M):
 
-- ``gemm_merge_tuned.json`` (:data:`TABLE_PATH`): ``benchmarks/sweep_decode_gemm.py`` times
+- ``gemm_merge_tuned.json`` (:data:`TABLE_PATH`): ``benchmarks/sweeps/sweep_decode_gemm.py`` times
   ``gemm_configs.sweep_configs`` per shape and M and writes the fastest, with ours vs separate cuBLAS GEMMs. The
   launcher runs its config first (:func:`table_config`: the smallest measured M >= m), and ``gemm_merge.check``
   refuses merges it says lose (:func:`measured_loss`) and single GEMMs it does not have faster
   (:func:`measured_single`). ``ROCM_FUSED_GEMM_TABLE`` names another file (``gemm_knobs``).
 - ``norm_gemm_tuned.json`` (:data:`NORM_TABLE_PATH`): the RMSNorm prologue tiles of
-  ``benchmarks/bench_norm_gemm_pair.py --tiles`` (:func:`prologue_config`).
+  ``benchmarks/ops/bench_norm_gemm_pair.py --tiles`` (:func:`prologue_config`).
 
 Each function answers one question from the table's rows and the device's name; only :func:`load_table` reads a
 file (once per path) and only :func:`_device_name` asks the driver.
@@ -25,7 +25,7 @@ from .._gemm_limits import single_slower, single_unmeasured
 from . import gemm_knobs as knobs
 from .gemm_configs import Config, prologue_fits
 
-#: Configs picked by ``benchmarks/sweep_decode_gemm.py`` (per GPU name, shape and M), with the times of ours
+#: Configs picked by ``benchmarks/sweeps/sweep_decode_gemm.py`` (per GPU name, shape and M), with the times of ours
 #: and of separate cuBLAS GEMMs. ``ROCM_FUSED_GEMM_TABLE`` (:attr:`gemm_knobs.Knobs.table`) names another file
 #: (the sweep writes there).
 TABLE_PATH = os.path.join(os.path.dirname(__file__), "gemm_merge_tuned.json")
@@ -119,7 +119,7 @@ def measured_loss(spec: dict[str, Any], device: str | None = None) -> str | None
         if not knobs.current().unmeasured:
             what = "shape" if any(e.get("device") == device for e in load_table()) else "GPU"
             return (f"{what} not measured: K={k} N={'/'.join(map(str, ns))} on {device} (run "
-                    "benchmarks/sweep_decode_gemm.py, or set ROCM_FUSED_GEMM_UNMEASURED=1)")
+                    "benchmarks/sweeps/sweep_decode_gemm.py, or set ROCM_FUSED_GEMM_UNMEASURED=1)")
         return None
     m = spec.get("m")
     hi = m if m is not None else spec.get("m_upper")
@@ -168,7 +168,7 @@ def measured_single(spec: dict[str, Any], device: str | None = None) -> str | No
 
 
 
-#: Measured prologue tiles (``benchmarks/bench_norm_gemm_pair.py --tiles``). The GEMM's own pick is not the best
+#: Measured prologue tiles (``benchmarks/ops/bench_norm_gemm_pair.py --tiles``). The GEMM's own pick is not the best
 #: tile with the prologue: each program normalises whole rows itself, so fewer, wider programs pay less of it.
 #: H200, M = 1 (2026-12-01, torch 2.11.0+cu130, triton 3.6.0), one launch vs our norm + the GEMM's own pick:
 #: Llama-3.2-1B q/k/v 6.14 vs 6.80 us (BLOCK_N 4, 4 warps; the GEMM's pick BLOCK_N 2 x 8 warps with the

@@ -13,7 +13,7 @@ normalises them itself (K elements per row from L2: 4 KB at Llama-3.2-1B's K = 2
 unfolded graph ran.
 
 Why: at decode the norm before q/k/v, gate/up and lm_head is a latency-bound launch (~1.8 us in a CUDA graph
-on the H200 for (1, 2048) bf16, ``benchmarks/results/decode_gemm_ipdl.md``), next to a GEMM whose weights
+on the H200 for (1, 2048) bf16, ``benchmarks/results/runs/ipdl_pair.csv``), next to a GEMM whose weights
 stream in ~3 us: the fixed cost of the second launch is most of what separates q/k/v from its HBM floor.
 """
 
@@ -77,7 +77,7 @@ def check(spec: dict[str, Any], device: str | None = None) -> str | None:
         return "symbolic M: prologue tiles are measured per static M (norm_gemm_tuned.json)"
     if prologue_config(m, k, ns, spec.get("dtype"), device) is None:
         return (f"no measured prologue tile beats the norm kernel + GEMM at M={m} K={k} N {'/'.join(map(str, ns))} "
-                f"on {device} (norm_gemm_tuned.json; benchmarks/bench_norm_gemm_pair.py --tiles)")
+                f"on {device} (norm_gemm_tuned.json; benchmarks/ops/bench_norm_gemm_pair.py --tiles)")
     return None
 
 
