@@ -45,6 +45,9 @@ def _qk_or_why(n: Any) -> tuple[Any, Any, float] | str:
     if is_call(n, aten.mul.Tensor, aten.div.Tensor) and len(n.args) == 2 and not isinstance(n.args[1], (int, float)):
         return (f"the scores are scaled by {getattr(n.args[1], 'name', n.args[1])}, not a compile-time number "
                 "(the op's scale is a float)")
+    if is_call(n, aten.add.Tensor) and all(is_call(a, *RESHAPES, *_BMM) and reaches(a, _BMM, 2) for a in n.args):
+        return ("the scores are a sum of two products (MLA's q_nope @ k_nope^T + q_pe @ k_pe^T, decoupled RoPE): "
+                "the op takes one q @ k^T")
     if is_call(n, *_BMM):
         return "the scores are a 3D bmm over (B*H, Lq, Lkv), not a (B, H, Lq, Lkv) view: the op takes (B, H, L, D)"
     if not (is_call(n, *RESHAPES) and len(shape(n)) == 4 and is_call(n.args[0], *_BMM)):
