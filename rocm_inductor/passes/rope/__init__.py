@@ -53,12 +53,12 @@ import torch
 from torch._inductor.pattern_matcher import stable_topological_sort
 from torch.fx import Graph, Node
 
-from ..ops.rope import build_cos_sin_cache, rope_spec
-from ..registry import ops_of
-from ..report import Match as MatchRecord
-from ..report import NearMiss, describe, location_of
-from .canonicalize import insert_call
-from .context import PassContext
+from ...ops.rope import build_cos_sin_cache, rope_spec
+from ...registry import ops_of
+from ...report import Match as MatchRecord
+from ...report import NearMiss, describe, location_of
+from ..canonicalize import insert_call
+from ..context import PassContext
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -459,8 +459,8 @@ def _depends(inputs: list[Node], outs: list[Node], order: dict[Node, int]) -> bo
 def _verify(r: Rotation) -> str | None:
     """Verify a discovered rotation against ``rope_ref`` on random inputs (passes/discover.py); the
     failed check (None when it holds). Sets ``r.note``."""
-    from ..providers.reference import rope_ref
-    from . import discover
+    from ...providers.reference import rope_ref
+    from .. import discover
 
     region = discover.extract([r.inp, r.cos, r.sin], [r.out])
     if isinstance(region, str):
