@@ -151,3 +151,24 @@ def test_broadcast_beyond_input_is_near_miss():
     assert sum(cp.after.get(ROPE, 0) for cp in seen) == 0
     misses = [m for cp in seen for m in cp.report.near_misses if m.pass_name == "rope"]
     assert misses and "broadcast" in misses[0].reason
+
+
+def test_pair_without_provider_is_one_near_miss_per_rotation():
+    """No provider takes the q/k op (AITER forced on a machine without it): nothing rewritten, and each of the
+    two rotations is a near-miss at its own line with the provider's refusal."""
+    from rope_spellings import rotate_half
+
+    def fn(q, k, c, s):
+        qo = q * c + rotate_half(q) * s
+        ko = k * c + rotate_half(k) * s
+        return qo, ko
+
+    q, k = _qk(1, 4, 2, 3, 32, torch.bfloat16)
+    c, s = hf_tables(1, 3, 32, torch.bfloat16)
+    out, seen = compile_run(fn, q, k, c[:, None], s[:, None], options={"providers": {"rope": "aiter"}})
+    assert sum(cp.after.get(ROPE, 0) for cp in seen) == 0
+    misses = [m for cp in seen for m in cp.report.near_misses if m.pass_name == "rope"]
+    assert len(misses) == 2 and all(m.what == "RoPE (neox)" and "aiter" in m.reason for m in misses)
+    assert len({m.location for m in misses}) == 2  # q's line and k's line
+    for o, r in zip(out, fn(q, k, c[:, None], s[:, None])):
+        torch.testing.assert_close(o.float(), r.float(), atol=1e-2, rtol=1e-2)  # Inductor rounds bf16 its way
