@@ -39,6 +39,11 @@ rewritten draw. Per-row top-k (a tensor k, which ``topk`` can't take) is not rec
 seed in the graph (``aten.randint``, a fallback that uses torch's device generator, which CUDA/HIP graphs advance
 on each replay).
 
+The steps (``passes/contract.py``): ``find`` takes every ``multinomial`` and ``argmax``; ``read`` recognises
+the draw (``draw.py``) and walks up the chain (``chain.py``: ``filters.py``, ``min_p.py``, ``softmax.py``);
+``gate`` verifies it and chooses the provider; ``emit`` rewrites (``emit.py``); ``finish`` reports the random
+draws left in the graph.
+
     s ─► [/T] ─► [top-k] ─► [top-p] ─► [min-p] ─► softmax ─► multinomial
   becomes
     s ──────────────────────────────┬─► rocm_fused::sample(s, seed, T, k, p, min_p, ...)
@@ -47,81 +52,81 @@ on each replay).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 from torch.fx import Graph, Node
 
-from ...ops.sampling import sample_spec
+from ...platform import Choice
 from ...registry import ops_of
-from ...report import Match as MatchRecord
-from ...report import NearMiss, describe, location_of
+from ...report import Match
 from ..context import PassContext
-from ..fx import cudagraphs_on, val
+from ..contract import Candidate, Miss, RewritePass, choose_or_miss
+from ..fx import is_call, val
+from . import emit as _emit
 from .chain import Chain, recognise
 from .draw import draw, escaping_probs, gumbel_draw, unrecognised_draws
-from .emit import replace, upstream_sort, verify_chain
+from .emit import chain_spec, verify_chain
 
 __all__ = ["Chain", "SamplingPass", "recognise"]
 
+aten = torch.ops.aten
 
-class SamplingPass:
+#: The targets a draw ends in (``multinomial``; ``argmax`` of the exponential race and of Gumbel-max).
+DRAWS = (aten.multinomial.default, aten.argmax.default)
+
+
+def read_chain(n: Node) -> Chain:
+    """The chain behind the draw ``n``: the draw (:func:`~.draw.draw`, :func:`~.draw.gumbel_draw`), on the
+    probabilities themselves when they escape (also used elsewhere: the filters stay in Inductor), walked up
+    by :func:`~.chain.recognise`.
+
+    Raises:
+        Miss: silent when ``n`` is no draw we know (``finish`` reports the random ones); with the reason when
+            the scores are not a 2D float tensor or the chain must stay in Inductor (e.g. a NaN temperature).
+    """
+    c = draw(n) or gumbel_draw(n)
+    if c is None:
+        raise Miss("", silent=True)
+    escaped = escaping_probs(n) if not c.is_probs else None
+    if escaped is not None:  # the filtered distribution is needed anyway: draw on it, filters stay
+        c = Chain(n, escaped, c.keepdim, is_probs=True, escaped=True)
+    sv = val(c.scores)
+    if not isinstance(sv, torch.Tensor) or sv.ndim != 2 or not sv.is_floating_point():
+        raise Miss("scores are not a 2D float tensor (batch, vocab)", what="sampling draw")
+    c = recognise(c)
+    if c.refused:
+        raise Miss(c.refused + "; it stays in Inductor")
+    return c
+
+
+class SamplingPass(RewritePass):
     """The sampling pass (see the package docstring)."""
 
     name = "sampling"
     ops = ops_of(name)
 
-    def __call__(self, graph: Graph, ctx: PassContext) -> None:
-        for n in list(graph.nodes):
-            if n.op != "call_function" or n.graph is not graph:
-                continue
-            c = draw(n) or gumbel_draw(n)
-            if c is None:
-                continue
-            where = location_of(n)
-            escaped = escaping_probs(n) if not c.is_probs else None
-            if escaped is not None:  # the filtered distribution is needed anyway: draw on it, filters stay
-                c = Chain(n, escaped, c.keepdim, is_probs=True)
-            sv = val(c.scores)
-            if not isinstance(sv, torch.Tensor) or sv.ndim != 2 or not sv.is_floating_point():
-                ctx.near_miss(n.name, NearMiss("sampling", "sampling draw", "scores are not a 2D float "
-                                               "tensor (batch, vocab)", where))
-                continue
-            c = recognise(c)
-            if c.refused:
-                ctx.near_miss(n.name, NearMiss("sampling", "sampling chain", c.refused + "; it stays in "
-                                               "Inductor", where))
-                continue
-            why = verify_chain(n, c)
-            if why is not None:
-                ctx.near_miss(n.name, NearMiss("sampling", "sampling chain", why, where))
-                continue
-            rows = {name for name, v in (("temperature", c.temperature), ("top_k", c.top_k),
-                                           ("top_p", c.top_p), ("min_p", c.min_p)) if isinstance(v, Node)}
-            has_min_p = "min_p" in rows or c.min_p > 0.0
-            spec = sample_spec(val(c.scores), is_probs=c.is_probs, top_k_first=c.top_k_first,
-                               per_row=rows, has_min_p=has_min_p, has_ban=c.ban is not None,
-                               greedy=isinstance(c.temperature, float) and c.temperature <= 0.0,
-                               cudagraphs=cudagraphs_on(),
-                               has_top_k="top_k" in rows or c.top_k > 0,
-                               has_top_p="top_p" in rows or c.top_p < 1.0)
-            choice = ctx.choose("sample", spec)
-            if choice.provider is None:
-                ctx.near_miss(n.name, NearMiss("sampling", "sampling chain", choice.why_not, where))
-                continue
-            new = replace(graph, c, choice.provider)
-            n.replace_all_uses_with(new)
-            graph.erase_node(n)
-            shape, dtype = describe(val(c.scores))
-            filters = "+".join(reversed(c.order)) or ("probs" if c.is_probs else "plain")
-            note = ("the filtered distribution escapes (also used or returned): the draw is rewritten on the "
-                    "probabilities (is_probs), the filters stay in Inductor") if escaped is not None else c.verified
-            ctx.matched(n.name, MatchRecord("sampling", "sample", choice.provider, shape, dtype, where, note))
-            graph.eliminate_dead_code()
-            left = upstream_sort(c.scores) if c.stopped_at or not c.order else None
-            reasons = ([c.stopped_at] if c.stopped_at else []) + c.notes
-            if left is not None and not c.stopped_at:
-                reasons.append("a cumsum (top-p-like filter) above the draw was not recognised")
-            if reasons:
-                ctx.near_miss(f"{n.name}:filters", NearMiss(
-                    "sampling", f"filters above the rewritten draw ({filters})",
-                    "; ".join(reasons) + "; it stays in Inductor", location_of(left) or where))
+    def find(self, graph: Graph, ctx: PassContext) -> Iterable[Candidate]:
+        """Every ``multinomial`` and ``argmax``, in graph order (``read`` skips what is no draw)."""
+        return [Candidate(n, "sampling chain") for n in graph.nodes if is_call(n, *DRAWS)]
+
+    def read(self, graph: Graph, ctx: PassContext, cand: Candidate) -> Chain:
+        """The chain behind the draw (:func:`read_chain`)."""
+        return read_chain(cand.anchor)
+
+    def gate(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Chain) -> Choice:
+        """Verify the chain against HF's filtered distribution (:func:`~.emit.verify_chain`), then choose the
+        provider for its spec (:func:`~.emit.chain_spec`)."""
+        why = verify_chain(cand.anchor, params)
+        if why is not None:
+            raise Miss(why)
+        return choose_or_miss(ctx, "sample", chain_spec(params))
+
+    def emit(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Chain, choice: Choice) -> Match:
+        """The rewrite (:func:`~.emit.emit`)."""
+        return _emit.emit(graph, ctx, params, choice)
+
+    def finish(self, graph: Graph, ctx: PassContext) -> None:
+        """Report the random draws left in the graph (:func:`~.draw.unrecognised_draws`); each rewrite already
+        dropped what it left dead."""
         unrecognised_draws(graph, ctx)

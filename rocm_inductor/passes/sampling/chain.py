@@ -32,6 +32,7 @@ class Chain:
     refused: str = ""  # why the whole chain must stay in Inductor (e.g. a NaN temperature)
     notes: list[str] = dataclasses.field(default_factory=list)  # partial matches (for near-miss reports)
     verified: str = ""  # the verification's note for the report, empty when not verified
+    escaped: bool = False  # the draw is rewritten on probabilities also used elsewhere; the filters stay
 
     @property
     def top_k_first(self) -> bool:

@@ -1,14 +1,20 @@
-"""What a recognised chain turns into: its verification against HF's filtered distribution, and the graph
-edit to ``rocm_fused::sample`` with a seed drawn in the graph (``aten.randint``, a fallback that uses torch's
-device generator, which CUDA/HIP graphs advance on each replay).
+"""What a recognised chain turns into: its verification against HF's filtered distribution, the op's spec,
+and the graph edit to ``rocm_fused::sample`` with a seed drawn in the graph (``aten.randint``, a fallback that
+uses torch's device generator, which CUDA/HIP graphs advance on each replay) and its report record.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch.fx import Graph, Node
 
-from ..fx import insert_call, is_call, val
+from ...ops.sampling import sample_spec
+from ...platform import Choice
+from ...report import Match, NearMiss, describe, location_of
+from ..context import PassContext
+from ..fx import cudagraphs_on, insert_call, is_call, val
 from .chain import Chain
 from .draw import draw_probs
 
@@ -88,3 +94,47 @@ def verify_chain(n: Node, c: Chain) -> str | None:
         return f"verification failed: {v.reason}"
     c.verified = "filtered distribution verified against HF's on random logits" + (" (cached)" if v.cached else "")
     return None
+
+
+def chain_spec(c: Chain) -> dict[str, Any]:
+    """The compile-time spec of chain ``c`` for the provider choice (``ops.sampling.sample_spec``: which
+    parameters are per-row tensors, which filters are on, greedy, CUDA graph capture)."""
+    rows = {name for name, v in (("temperature", c.temperature), ("top_k", c.top_k),
+                                 ("top_p", c.top_p), ("min_p", c.min_p)) if isinstance(v, Node)}
+    has_min_p = "min_p" in rows or c.min_p > 0.0
+    return sample_spec(val(c.scores), is_probs=c.is_probs, top_k_first=c.top_k_first,
+                       per_row=rows, has_min_p=has_min_p, has_ban=c.ban is not None,
+                       greedy=isinstance(c.temperature, float) and c.temperature <= 0.0,
+                       cudagraphs=cudagraphs_on(),
+                       has_top_k="top_k" in rows or c.top_k > 0,
+                       has_top_p="top_p" in rows or c.top_p < 1.0)
+
+
+def emit(graph: Graph, ctx: PassContext, c: Chain, choice: Choice) -> Match:
+    """Replace the draw ``c.anchor`` by ``rocm_fused::sample`` (:func:`replace`), drop what it left dead, and
+    report the filters above the draw the chain did not take (a walk stopped at a near variant, a min-p mask
+    kept as a ban, an unrecognised sort + cumsum) as a near-miss at ``"<draw>:filters"``.
+
+    Returns:
+        the match record (its note: the verification, or that the filtered distribution escapes).
+    """
+    n = c.anchor
+    where = location_of(n)
+    new = replace(graph, c, choice.provider)
+    n.replace_all_uses_with(new)
+    graph.erase_node(n)
+    shape, dtype = describe(val(c.scores))
+    filters = "+".join(reversed(c.order)) or ("probs" if c.is_probs else "plain")
+    note = ("the filtered distribution escapes (also used or returned): the draw is rewritten on the "
+            "probabilities (is_probs), the filters stay in Inductor") if c.escaped else c.verified
+    record = Match("sampling", "sample", choice.provider, shape, dtype, where, note)
+    graph.eliminate_dead_code()
+    left = upstream_sort(c.scores) if c.stopped_at or not c.order else None
+    reasons = ([c.stopped_at] if c.stopped_at else []) + c.notes
+    if left is not None and not c.stopped_at:
+        reasons.append("a cumsum (top-p-like filter) above the draw was not recognised")
+    if reasons:
+        ctx.near_miss(f"{n.name}:filters", NearMiss(
+            "sampling", f"filters above the rewritten draw ({filters})",
+            "; ".join(reasons) + "; it stays in Inductor", location_of(left) or where))
+    return record
