@@ -66,3 +66,15 @@ def _fresh_state(tmp_path_factory, monkeypatch):
     torch._dynamo.reset()
     yield
     PlatformDispatch.reset_all()
+
+
+@pytest.fixture
+def sampler_knobs():
+    """``sampler_knobs(**changes)``: the Triton sampler's knobs changed (``sampling.knobs.override``) until the test
+    ends; later calls stack on earlier ones, as repeated ``monkeypatch.setattr`` calls did. Returns the knobs set."""
+    import contextlib
+
+    from rocm_inductor.providers.triton.sampling import knobs
+
+    with contextlib.ExitStack() as stack:
+        yield lambda **changes: stack.enter_context(knobs.override(**changes))

@@ -6,7 +6,7 @@ chain (``_chain_kernel``), under the interpreter (tiny shapes).
   pass a Kolmogorov-Smirnov test.
 - Chain: a row closes when its candidate (the Gumbel-max over ``key >= lo``, lo a lower bound of the top-p
   threshold) is kept; rows whose candidates are rejected again and again (low p, high temperature, split
-  rows, per-row p / min-p, a bf16 row of ties) still draw exactly the plain search's token (``WINNER = False``),
+  rows, per-row p / min-p, a bf16 row of ties) still draw exactly the plain search's token (``winner=False``),
   and closed rows stop early (counted per launch).
 """
 
@@ -20,13 +20,13 @@ from sampling_checks import assert_rows_follow_filters
 from scipy.stats import kstest
 
 from rocm_inductor.providers.triton import sampling as S
-from rocm_inductor.providers.triton import sampling_rows
+from rocm_inductor.providers.triton.sampling import launch as L
 
 
 @pytest.fixture(autouse=True)
-def _chain_path(monkeypatch):
+def _chain_path(sampler_knobs):
     """These tests are about the multi-launch chain: keep the one-program-per-row kernel out."""
-    monkeypatch.setattr(sampling_rows, "ROW_PATH", False)
+    sampler_knobs(row_path=False)
 
 
 _G = torch.Generator().manual_seed(11)
@@ -66,7 +66,7 @@ def _draw(x, seed, **kw):
 
 def _counting(monkeypatch):
     """Wrap ``_chain_kernel`` to record (CUR, closed rows) after every launch."""
-    orig, log = S._chain_kernel, []
+    orig, log = L._chain_kernel, []
 
     class Wrap:
         def __getitem__(self, grid):
@@ -74,15 +74,15 @@ def _counting(monkeypatch):
                 orig[grid](*a, **k)
                 log.append((k["CUR"], int((a[14] >= 0).sum())))
             return go
-    monkeypatch.setattr(S, "_chain_kernel", Wrap())
+    monkeypatch.setattr(L, "_chain_kernel", Wrap())
     return log
 
 
 @pytest.mark.parametrize("chunk", [None, pytest.param(64, marks=pytest.mark.slow)])
-def test_chain_rejected_candidates_draw_the_searchs_tokens(chunk, monkeypatch):
+def test_chain_rejected_candidates_draw_the_searchs_tokens(chunk, sampler_knobs):
     """Low p and high temperature reject the first candidates of most rows; per-row p (0 and 1 included) and
     min-p; a bf16 row of exact ties; rows split into 64-column chunks. Same tokens as the plain search."""
-    monkeypatch.setattr(S, "FORCE_CHUNK", chunk)
+    sampler_knobs(force_chunk=chunk)
     x = torch.randn(24, 301, generator=_G) * 2.5
     x[5] = 1.0  # all tied
     cases = [dict(temperature=2.0, top_p=0.1), dict(temperature=1.5, top_p=0.35, min_p=0.05),
@@ -90,9 +90,9 @@ def test_chain_rejected_candidates_draw_the_searchs_tokens(chunk, monkeypatch):
     for kw in cases:
         for xx in (x, x.to(torch.bfloat16)):
             for seed in (1, 2):
-                monkeypatch.setattr(S, "WINNER", True)
+                sampler_knobs(winner=True)
                 a = _draw(xx, seed, **kw)
-                monkeypatch.setattr(S, "WINNER", False)
+                sampler_knobs(winner=False)
                 assert torch.equal(a, _draw(xx, seed, **kw)), (kw, xx.dtype, seed)
 
 
@@ -117,48 +117,48 @@ def test_chain_schedule_covers_the_key_range():
 
 
 @pytest.mark.parametrize("width,tail", [(2**32, 64), (2**28, 2), (2**24, None)])
-def test_chain_pivot_schedules_draw_the_searchs_tokens(width, tail, monkeypatch):
+def test_chain_pivot_schedules_draw_the_searchs_tokens(width, tail, sampler_knobs):
     """Rows still open when the pivot count changes (low p, high temperature: most first candidates rejected; split
     rows): every schedule draws the plain search's tokens."""
-    monkeypatch.setattr(S, "CHAIN_TAIL_WIDTH", width)
-    monkeypatch.setattr(S, "CHAIN_TAIL_NP", tail)
-    monkeypatch.setattr(S, "FORCE_CHUNK", 128)
+    sampler_knobs(chain_tail_width=width)
+    sampler_knobs(chain_tail_np=tail)
+    sampler_knobs(force_chunk=128)
     x = torch.randn(12, 517, generator=_G) * 2.5
     x[3] = 1.0  # all tied
     for kw in (dict(temperature=2.0, top_p=0.1), dict(p_rows=torch.linspace(0.0, 1.0, 12), temperature=1.4,
                                                      min_p=0.02)):
         for seed in (3, 4):
-            monkeypatch.setattr(S, "WINNER", True)
+            sampler_knobs(winner=True)
             a = _draw(x, seed, **kw)
-            monkeypatch.setattr(S, "WINNER", False)
+            sampler_knobs(winner=False)
             assert torch.equal(a, _draw(x, seed, **kw)), (width, tail, kw, seed)
 
 
-def test_chain_closes_rows_early(monkeypatch):
+def test_chain_closes_rows_early(sampler_knobs, monkeypatch):
     """p = 0.9: every row is closed well before the last launch (the winner is kept with probability >= p, a
     rejected row's next candidate is tested one or two launches later); min-p alone is launch 1 + one launch."""
-    monkeypatch.setattr(S, "WINNER", True)
+    sampler_knobs(winner=True)
     x = torch.randn(64, 500, generator=_G) * 3
     log = _counting(monkeypatch)
     _draw(x, 5, temperature=0.7, top_p=0.9)
-    assert len(log) == len(S.chain_schedule(S.INTERP_NPIV)) + 1 and log[-1] == (3, 64)
+    assert len(log) == len(S.chain_schedule(S.knobs.current().interp_npiv)) + 1 and log[-1] == (3, 64)
     assert log[3][1] == 64, log  # all closed by the fourth chain launch (launch 5)
     log.clear()
     _draw(x, 5, temperature=0.7, min_p=0.1)
     assert [c for c, _ in log] == [3]
 
 
-def test_chain_chi_square_with_rejections(monkeypatch):
+def test_chain_chi_square_with_rejections(sampler_knobs):
     """3000 identical rows, p low enough that the first candidate is rejected about half the time."""
-    monkeypatch.setattr(S, "WINNER", True)
+    sampler_knobs(winner=True)
     assert_rows_follow_filters(lambda x, **kw: _draw(x, 17, **kw), torch.randn(29, generator=_G) * 1.2, 3000,
                                ((1.4, 0.5, 0.0), (1.0, 0.6, 0.08)))
 
 
-def test_lane_accumulators_draw_the_same_tokens(monkeypatch):
-    """``LANE_ARGMAX`` (per-lane max / argmax over the chunk, reduced once) against the per-block reductions:
+def test_lane_accumulators_draw_the_same_tokens(sampler_knobs):
+    """``lane_argmax`` (per-lane max / argmax over the chunk, reduced once) against the per-block reductions:
     top-p and min-p (chain), per-row k (the general path's draw), greedy, all -inf and tied rows, split rows."""
-    monkeypatch.setattr(S, "FORCE_CHUNK", 64)
+    sampler_knobs(force_chunk=64)
     x = torch.randn(12, 203, generator=_G) * 2.0
     x[0] = -float("inf")
     x[1] = 0.5
@@ -166,7 +166,7 @@ def test_lane_accumulators_draw_the_same_tokens(monkeypatch):
     t_rows = torch.linspace(0.0, 1.5, 12)
     out = []
     for lane in (False, True):
-        monkeypatch.setattr(S, "LANE_ARGMAX", lane)
+        sampler_knobs(lane_argmax=lane)
         seed = torch.tensor([9], dtype=torch.int64)
         out.append(torch.stack([
             _draw(x, 9, temperature=0.9, top_p=0.6), _draw(x, 9, min_p=0.1, t_rows=t_rows),

@@ -1,9 +1,9 @@
 """Adversarial inputs for the restricted-winner chain's pivot schedule (``_chain`` / ``_chain_kernel``, session 6:
-``chain_schedule`` switches from the launch's ``NP`` pivots to ``CHAIN_TAIL_NP`` once the key interval is at most
-``CHAIN_TAIL_WIDTH`` wide; every launch passes ``FP_OPTIONS``), under the interpreter (tiny shapes).
+``chain_schedule`` switches from the launch's ``NP`` pivots to ``chain_tail_np`` once the key interval is at most
+``chain_tail_width`` wide; every launch passes ``FP_OPTIONS``), under the interpreter (tiny shapes).
 
-Contract: the chain draws exactly the plain search's token (``WINNER = False``, same seed) on every input, tokens
-in [0, V), no crash. The one-program-per-row kernel is kept out (``ROW_PATH = False``) so the chain runs.
+Contract: the chain draws exactly the plain search's token (``winner=False``, same seed) on every input, tokens
+in [0, V), no crash. The one-program-per-row kernel is kept out (``row_path=False``) so the chain runs.
 
 - The GPU launch shapes (:func:`launch_config` at B = 1..256, V = 32000..262144) give every pass of every schedule
   a power-of-two ``BLOCK`` >= 4 dividing ``CHUNK`` and a power-of-two ``CB`` <= ``NCHB``, within the launch's
@@ -25,15 +25,14 @@ import pytest
 import torch
 
 from rocm_inductor.providers.triton import sampling as S
-from rocm_inductor.providers.triton import sampling_rows
 
 INF, NAN = float("inf"), float("nan")
 
 
 @pytest.fixture(autouse=True)
-def _chain_path(monkeypatch):
+def _chain_path(sampler_knobs):
     """The multi-launch chain, not the one-program-per-row kernel."""
-    monkeypatch.setattr(sampling_rows, "ROW_PATH", False)
+    sampler_knobs(row_path=False)
 
 
 def _draw(x, seed, temperature=1.0, top_p=1.0, min_p=0.0, t_rows=None, p_rows=None, mp_rows=None, ban=None):
@@ -41,18 +40,18 @@ def _draw(x, seed, temperature=1.0, top_p=1.0, min_p=0.0, t_rows=None, p_rows=No
     return S.sample(x, seed_t, t_rows, temperature, None, 0, p_rows, top_p, mp_rows, min_p, ban, False, True)
 
 
-def _check(monkeypatch, x, seed, **kw):
+def _check(sampler_knobs, x, seed, **kw):
     """Chain == plain search, tokens in [0, V)."""
-    monkeypatch.setattr(S, "WINNER", True)
+    sampler_knobs(winner=True)
     a = _draw(x, seed, **kw)
-    monkeypatch.setattr(S, "WINNER", False)
+    sampler_knobs(winner=False)
     ref = _draw(x, seed, **kw)
     v = x.shape[1]
     assert ((a >= 0) & (a < v)).all(), a
     assert torch.equal(a, ref), ((a != ref).nonzero().flatten().tolist(), a, ref)
 
 
-#: Vocabularies where the GPU shapes change: below / at / above SMALL_WORK and MID_WORK with the batch, powers of two
+#: Vocabularies where the GPU shapes change: below / at / above small_work and mid_work with the batch, powers of two
 #: and not (GPT-2 50257, Llama-3 128256, Qwen 151936 / 152064, Gemma 256000).
 _VOCABS = (32000, 50257, 65536, 128256, 151936, 152064, 256000, 262144)
 
@@ -123,35 +122,34 @@ def _cases(b, v, g):
 
 # (module settings, (B, V), marks): the default schedule, tails from the first pass (2 / 4 / 64 pivots), a tail that
 # never starts, a 128-pivot tail; unsplit rows and 4 / 8 / 64-column chunks (V not a multiple of them). With 64-column
-# chunks INTERP_COMPARE_TILE = 32768 makes programs of 32 rows (16 pivots x 64 columns; B = 70: 3 programs, the last
+# chunks interp_compare_tile = 32768 makes programs of 32 rows (16 pivots x 64 columns; B = 70: 3 programs, the last
 # with 6 rows; V = 67: a 3-column last chunk), 4096 programs of 4 rows (18 programs, the last with 2 rows; slow:
 # ~25 s under the interpreter; V = 37, one chunk).
 _SLOW = pytest.mark.slow
 _SCHEDULES = [
     (dict(), (17, 203), ()),
-    (dict(FORCE_CHUNK=64, INTERP_COMPARE_TILE=32768), (70, 67), ()),
-    (dict(FORCE_CHUNK=64, INTERP_COMPARE_TILE=4096), (70, 37), (_SLOW,)),
-    (dict(CHAIN_TAIL_WIDTH=2**32, CHAIN_TAIL_NP=2), (3, 37), ()),
-    (dict(FORCE_CHUNK=4, CHAIN_TAIL_WIDTH=2**32, CHAIN_TAIL_NP=4), (5, 37), (_SLOW,)),
-    (dict(FORCE_CHUNK=64, CHAIN_TAIL_WIDTH=2, CHAIN_TAIL_NP=64), (9, 130), ()),
-    (dict(FORCE_CHUNK=8, CHAIN_TAIL_NP=128), (9, 67), (_SLOW,)),
-    (dict(CHAIN_TAIL_WIDTH=2**32, CHAIN_TAIL_NP=64), (1, 517), ()),
+    (dict(force_chunk=64, interp_compare_tile=32768), (70, 67), ()),
+    (dict(force_chunk=64, interp_compare_tile=4096), (70, 37), (_SLOW,)),
+    (dict(chain_tail_width=2**32, chain_tail_np=2), (3, 37), ()),
+    (dict(force_chunk=4, chain_tail_width=2**32, chain_tail_np=4), (5, 37), (_SLOW,)),
+    (dict(force_chunk=64, chain_tail_width=2, chain_tail_np=64), (9, 130), ()),
+    (dict(force_chunk=8, chain_tail_np=128), (9, 67), (_SLOW,)),
+    (dict(chain_tail_width=2**32, chain_tail_np=64), (1, 517), ()),
 ]
 
 
 @pytest.mark.parametrize("case", [pytest.param(i, marks=m) for i, (_, _, m) in enumerate(_SCHEDULES)])
-def test_chain_adversarial_rows_draw_the_searchs_tokens(case, monkeypatch):
+def test_chain_adversarial_rows_draw_the_searchs_tokens(case, sampler_knobs):
     """Ties, -inf / NaN mixes, bans, extreme and per-row p, per-row temperature, min-p with top-p, in float32 /
     bfloat16 / float16, under the schedule and launch shape ``settings``: the plain search's tokens."""
     settings, shape, _ = _SCHEDULES[case]
-    for k, val in settings.items():
-        monkeypatch.setattr(S, k, val)
+    sampler_knobs(**settings)
     g = torch.Generator().manual_seed(1000 + case)
     x = _adversarial_rows(*shape, g)
     cases = _cases(*shape, g)
     dtypes = (torch.float32, torch.bfloat16, torch.float16)
     for i, kw in enumerate(cases):
-        _check(monkeypatch, x.to(dtypes[i % 3]), 100 + i, **kw)
+        _check(sampler_knobs, x.to(dtypes[i % 3]), 100 + i, **kw)
 
 
 def _edge_top_p(x, temperature, j):
@@ -168,36 +166,36 @@ def _edge_top_p(x, temperature, j):
     return 1.0 - omp.double()
 
 
-def _edge_draws(monkeypatch, tail, js=(0, 1)):
-    monkeypatch.setattr(S, "FORCE_CHUNK", 64)
-    monkeypatch.setattr(S, "CHAIN_TAIL_NP", tail)
+def _edge_draws(sampler_knobs, tail, js=(0, 1)):
+    sampler_knobs(force_chunk=64)
+    sampler_knobs(chain_tail_np=tail)
     g = torch.Generator().manual_seed(3)
     differ = []
     for j in js:  # 0 / 1: the threshold at the 2nd / 3rd largest token
         x = torch.randn(64, 301, generator=g) * 3
         p = _edge_top_p(x, 1.3, j)
         for seed in (1, 2):
-            monkeypatch.setattr(S, "WINNER", True)
+            sampler_knobs(winner=True)
             a = _draw(x, seed, p_rows=p, temperature=1.3)
-            monkeypatch.setattr(S, "WINNER", False)
+            sampler_knobs(winner=False)
             ref = _draw(x, seed, p_rows=p, temperature=1.3)
             differ += [(j, seed, r) for r in (a != ref).nonzero().flatten().tolist()]
             assert ((a >= 0) & (a < x.shape[1])).all()
     assert not differ, differ
 
 
-def test_chain_without_tail_matches_on_rounding_edges(monkeypatch):
+def test_chain_without_tail_matches_on_rounding_edges(sampler_knobs):
     """Top-p thresholds on float32 rounding edges: with one pivot count throughout (no tail), every pass sums the
     masses in the plain search's order (same BLOCK / CB), so the tokens agree exactly."""
-    _edge_draws(monkeypatch, None, js=(0,))
+    _edge_draws(sampler_knobs, None, js=(0,))
 
 
 @pytest.mark.xfail(strict=False, raises=AssertionError, reason=(
     "tail passes (chain_pass_shape: BLOCK * NP / 64 columns, CB * NP / 64 chunks) sum the masses below the pivots in "
     "another float32 order than the plain search, so where (1 - p) * Z is within rounding of the mass below a "
-    "token the threshold moves by one token and the draw differs (interpreter, defaults CHAIN_TAIL_WIDTH 2^24, "
+    "token the threshold moves by one token and the draw differs (interpreter, defaults chain_tail_width 2^24, "
     "CHAIN_TAIL_NP 64: 3 of 256 draws here; not small to fix: same BLOCK / CB for 64 pivots is an 8x "
     "larger compare tile, and on a GPU tl.sum's order also follows the (ROWS, NP, BLOCK) layout)"))
-def test_chain_tail_matches_on_rounding_edges(monkeypatch):
+def test_chain_tail_matches_on_rounding_edges(sampler_knobs):
     """The same inputs with the default 64-pivot tail."""
-    _edge_draws(monkeypatch, 64)
+    _edge_draws(sampler_knobs, 64)

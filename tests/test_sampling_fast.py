@@ -1,9 +1,9 @@
 """Triton sampler's two-launch top-k path (issue 14) under the interpreter: exact distribution, ties, fallback.
 
-The path (``providers/triton/sampling.py``, :func:`fast_path_ok`) serves a scalar ``0 < k <= TOPK_CAP``: launch 1
+The path (``providers/triton/sampling/``, :func:`fast_path_ok`) serves a scalar ``0 < k <= topk_cap``: launch 1
 keeps one max per group of columns, launch 2 gathers the groups whose max reaches the k-th largest group max
 and finishes top-k (ties kept), top-p on the renormalised top-k set, min-p and the Gumbel draw over them. Small
-vocabularies (V ~ 100-1000) keep the interpreter fast; ``GROUP_CAP`` is lowered to reach the whole-row
+vocabularies (V ~ 100-1000) keep the interpreter fast; ``group_cap`` is lowered to reach the whole-row
 fallback that ties beyond the cap take. Statistics are chi-square tests against HF's exact distribution.
 """
 
@@ -33,7 +33,7 @@ def chi2_ok(tok, exact):
 def test_host_choice_and_config():
     assert S.fast_path_ok(4, 1000, None, 50, True, True)
     assert not S.fast_path_ok(4, 1000, torch.tensor([5]), 50, True, True)   # per-row k: general path
-    assert not S.fast_path_ok(4, 1000, None, S.TOPK_CAP + 1, True, True)
+    assert not S.fast_path_ok(4, 1000, None, S.knobs.current().topk_cap + 1, True, True)
     assert not S.fast_path_ok(4, 1000, None, 50, True, False)              # top-p first
     assert S.fast_path_ok(4, 1000, None, 50, False, False)                  # top-p off: order irrelevant
     assert not S.fast_path_ok(4, 40, None, 40, False, True)                 # k >= V: off
@@ -86,9 +86,9 @@ X1000 = torch.randn(24, 603, generator=_G) * 2.0
 
 
 @pytest.mark.parametrize("case", ["hf", "minp_ban_rows_bf16"])
-def test_same_tokens_as_general_path_and_fallback(case, monkeypatch):
+def test_same_tokens_as_general_path_and_fallback(case, sampler_knobs):
     """Same kept set, same (seed, column, row) noise: the top-k path draws the general path's tokens, also
-    through the whole-row fallback (GROUP_CAP lowered below the gathered groups)."""
+    through the whole-row fallback (group_cap lowered below the gathered groups)."""
     b = X1000.shape[0]
     x = X1000
     kw: dict = dict(temperature=0.8, top_k=50, top_p=0.9)
@@ -98,20 +98,20 @@ def test_same_tokens_as_general_path_and_fallback(case, monkeypatch):
                   t_rows=torch.linspace(0.0, 1.5, b),   # row 0 greedy
                   p_rows=torch.linspace(0.0, 1.0, b))   # row 0: p = 0; last row: p = 1 (off)
     fast = draw(x, **kw)
-    monkeypatch.setattr(S, "FAST_TOPK", False)
+    sampler_knobs(fast_topk=False)
     general = draw(x, **kw)
     assert torch.equal(fast, general)
-    monkeypatch.setattr(S, "FAST_TOPK", True)
-    monkeypatch.setattr(S, "GROUP_CAP", 4)
+    sampler_knobs(fast_topk=True)
+    sampler_knobs(group_cap=4)
     assert torch.equal(draw(x, **kw), general)
     assert draw(x, **{**kw, "seed": 99}).ne(general).any()  # another seed, other tokens
     assert torch.equal(draw(x, **kw), general)               # same seed, same tokens
 
 
-def test_bad_rows_greedy_and_wide_ties(monkeypatch):
+def test_bad_rows_greedy_and_wide_ties(sampler_knobs):
     """All -inf -> 0, all NaN -> 0, +inf in the last (partial) group wins, T = 0 takes the first max, a row
-    of one repeated value keeps every token (ties beyond GROUP_CAP: whole-row fallback)."""
-    monkeypatch.setattr(S, "GROUP_CAP", 4)
+    of one repeated value keeps every token (ties beyond group_cap: whole-row fallback)."""
+    sampler_knobs(group_cap=4)
     v = 203
     x = torch.randn(6, v, generator=_G)
     x[0] = -float("inf")
@@ -128,9 +128,9 @@ def test_bad_rows_greedy_and_wide_ties(monkeypatch):
 
 
 @pytest.mark.parametrize("case", ["hf", "minp_ban_rows_bf16"])
-def test_compact_tail_and_geometric_bound_draw_the_search_tokens(case, monkeypatch):
-    """Launch 2's compact tail (all-pairs k-th value / top-p over <= CAND_CAP candidates) and the geometric
-    first bound pass draw the pivot searches' tokens: default vs searches only (CAND_CAP = 0, uniform first
+def test_compact_tail_and_geometric_bound_draw_the_search_tokens(case, sampler_knobs):
+    """Launch 2's compact tail (all-pairs k-th value / top-p over <= cand_cap candidates) and the geometric
+    first bound pass draw the pivot searches' tokens: default vs searches only (cand_cap = 0, uniform first
     pass) vs a cap below k (every row's candidates overflow: the searches run for them inside the launch)."""
     x = X1000 if case == "hf" else X1000.to(torch.bfloat16)
     kw: dict = dict(temperature=0.8, top_k=50, top_p=0.9)
@@ -139,26 +139,26 @@ def test_compact_tail_and_geometric_bound_draw_the_search_tokens(case, monkeypat
                   p_rows=torch.linspace(0.0, 1.0, 24))
     assert S.fast_config(24, 603)["CC"] > 0 and S.fast_config(24, 603)["GEO"]
     default = draw(x, **kw)
-    monkeypatch.setattr(S, "CAND_CAP", 1024)   # capped at CT (512 here): every row's candidates fit
+    sampler_knobs(cand_cap=1024)   # capped at CT (512 here): every row's candidates fit
     assert S.fast_config(24, 603)["CC"] == S.fast_config(24, 603)["CT"]
     assert torch.equal(draw(x, **kw), default)
-    monkeypatch.setattr(S, "CAND_TILE", None)  # one all-pairs tile, not CAND_TILE-wide pieces
+    sampler_knobs(cand_tile=None)  # one all-pairs tile, not cand_tile-wide pieces
     assert torch.equal(draw(x, **kw), default)
-    monkeypatch.setattr(S, "CAND_CAP", 8)      # below k: every row overflows to the searches
+    sampler_knobs(cand_cap=8)      # below k: every row overflows to the searches
     assert torch.equal(draw(x, **kw), default)
-    monkeypatch.setattr(S, "CAND_CAP", 0)
-    monkeypatch.setattr(S, "FAST_GEO", False)
+    sampler_knobs(cand_cap=0)
+    sampler_knobs(fast_geo=False)
     assert S.fast_config(24, 603)["CC"] == 0
     assert torch.equal(draw(x, **kw), default)
 
 
 @pytest.mark.parametrize("t,k,p,mp", [(0.7, 9, 0.8, 0.0), (1.2, 12, 0.9, 0.05), (1.0, 5, 1.0, 0.0)])
-def test_chi_square_compact_tail(t, k, p, mp, monkeypatch):
-    """The compact tail on every row (CAND_CAP >= CT: at these small V every candidate fits): HF top-k + top-p,
+def test_chi_square_compact_tail(t, k, p, mp, sampler_knobs):
+    """The compact tail on every row (cand_cap >= CT: at these small V every candidate fits): HF top-k + top-p,
     + min-p, and ten tokens tied at the 5th largest value (top-k keeps all 13). One all-pairs tile (the
     interpreter's fastest; the pieces are checked against it above)."""
-    monkeypatch.setattr(S, "CAND_CAP", 1024)
-    monkeypatch.setattr(S, "CAND_TILE", None)
+    sampler_knobs(cand_cap=1024)
+    sampler_knobs(cand_tile=None)
     if k == 5:
         row = torch.randn(160, generator=torch.Generator().manual_seed(5)) - 4.0
         row[[3, 50, 140]] = torch.tensor([3.0, 2.5, 2.0])

@@ -150,10 +150,10 @@ def test_dynamic_min_p_chain_fused_on_device():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_topk_path_draws_the_general_paths_tokens_on_device(dtype, monkeypatch):
+def test_topk_path_draws_the_general_paths_tokens_on_device(dtype, sampler_knobs):
     """B = 64, V = 128256 (bf16: many exact ties), per-row T (row 0 greedy) / top-p / min-p and a ban mask:
     the two-launch top-k path keeps the general path's set and draws its tokens (same per-column noise), also
-    through the whole-row fallback (GROUP_CAP lowered), and is a graph-capturable sequence of launches."""
+    through the whole-row fallback (group_cap lowered), and is a graph-capturable sequence of launches."""
     from rocm_inductor.providers.triton import sampling as S
 
     b, v = 64, 128256
@@ -168,14 +168,14 @@ def test_topk_path_draws_the_general_paths_tokens_on_device(dtype, monkeypatch):
                         kw["mp_rows"], 0.0, kw["ban"], False, True)
 
     fast = run()
-    monkeypatch.setattr(S, "FAST_TOPK", False)
+    sampler_knobs(fast_topk=False)
     general = run()
-    monkeypatch.setattr(S, "FAST_TOPK", True)
+    sampler_knobs(fast_topk=True)
     assert torch.equal(fast, general)
-    cap = S.GROUP_CAP
-    monkeypatch.setattr(S, "GROUP_CAP", 8)
+    cap = S.knobs.current().group_cap
+    sampler_knobs(group_cap=8)
     assert torch.equal(run(), general)
-    monkeypatch.setattr(S, "GROUP_CAP", cap)
+    sampler_knobs(group_cap=cap)
     assert not torch.equal(run(8), fast)
     graph = torch.cuda.CUDAGraph()
     seed = torch.tensor([7], device="cuda")

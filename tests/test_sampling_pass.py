@@ -416,7 +416,7 @@ def test_dynamic_lifted_edge_values(kw, allowed, provider):
     drawn = set(out.tolist())
     if allowed is None:
         # HF's sort keeps one of the tied maxima; the Triton kernel keeps all of them (module docstring of
-        # providers/triton/sampling.py: exact except at an exact tie on the top-p boundary)
+        # providers/triton/sampling/: exact except at an exact tie on the top-p boundary)
         assert drawn <= {1, 3, 5} and (provider == "triton" or len(drawn) == 1)
     else:
         assert drawn == allowed

@@ -1,8 +1,8 @@
-"""Triton sampler, one program per row (``sampling_rows``): top-p and/or min-p without top-k in one launch.
+"""Triton sampler, one program per row (``sampling/rows.py``): top-p and/or min-p without top-k in one launch.
 
 The row kernel decides the chain's candidates inside one program (check the whole-row Gumbel winner's
-mass, redraw over ``{key >= key(c) + 1}`` on a rejection, the exact search after ``ROW_TRIES`` redraws), so
-it must give the plain search's tokens (``WINNER = False``, same seed) on every input, and the exact filtered
+mass, redraw over ``{key >= key(c) + 1}`` on a rejection, the exact search after ``row_tries`` redraws), so
+it must give the plain search's tokens (``winner=False``, same seed) on every input, and the exact filtered
 distribution (chi-square).
 """
 
@@ -13,7 +13,7 @@ import torch
 from sampling_checks import assert_rows_follow_filters
 
 from rocm_inductor.providers.triton import sampling as S
-from rocm_inductor.providers.triton import sampling_rows as R
+from rocm_inductor.providers.triton.sampling import rows as R
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 _G = torch.Generator().manual_seed(17)
@@ -27,14 +27,14 @@ def draw(x, seed=77, temperature=1.0, top_p=1.0, min_p=0.0, ban=None, t_rows=Non
                     True).cpu()
 
 
-def rows_and_search(monkeypatch, x, **kw):
+def rows_and_search(sampler_knobs, x, **kw):
     """(row kernel's tokens, the plain search's tokens) for the same call."""
-    monkeypatch.setattr(R, "ROW_PATH", True)
+    sampler_knobs(row_path=True)
     a = draw(x, **kw)
-    monkeypatch.setattr(R, "ROW_PATH", False)
-    monkeypatch.setattr(S, "WINNER", False)
+    sampler_knobs(row_path=False)
+    sampler_knobs(winner=False)
     b = draw(x, **kw)
-    monkeypatch.setattr(S, "WINNER", True)
+    sampler_knobs(winner=True)
     return a, b
 
 
@@ -55,70 +55,70 @@ CASES = [dict(temperature=0.7, top_p=0.9), dict(temperature=1.1, min_p=0.1),
 
 
 @pytest.mark.parametrize("tries,block,chunk", [(None, None, None), (0, 64, None), (None, 128, 256)])
-def test_row_kernel_draws_the_searchs_tokens(tries, block, chunk, monkeypatch):
+def test_row_kernel_draws_the_searchs_tokens(tries, block, chunk, sampler_knobs):
     """Top-p only, min-p only, both, p = 0 (largest only), T = 0 (greedy), per-row T / p / min-p (0 and 1
     included), a ban, bf16 ties, rows all -inf / NaN / with +inf / mostly -inf; the default redraw budget,
     none (every undecided row runs the exact search; 64-column tiles: a partial last tile), and the first
     pass split into 256-column chunks (:func:`_first_kernel`, partials reduced by the row kernel)."""
     if tries is not None:
-        monkeypatch.setattr(R, "ROW_TRIES", tries)
+        sampler_knobs(row_tries=tries)
     if block is not None:
-        monkeypatch.setattr(R, "INTERP_ROW_BLOCK", block)
-        monkeypatch.setattr(R, "ROW_BLOCK", block)
+        sampler_knobs(interp_row_block=block)
+        sampler_knobs(row_block=block)
     if chunk is not None:
-        monkeypatch.setattr(R, "INTERP_ROW_CHUNK", chunk)
-        monkeypatch.setattr(R, "ROW_CHUNK", chunk)
+        sampler_knobs(interp_row_chunk=chunk)
+        sampler_knobs(row_chunk=chunk)
     x = _bad_rows(X)
     for kw in CASES:
         for xx in (x, x.to(torch.bfloat16)):
-            a, ref = rows_and_search(monkeypatch, xx, **kw)
+            a, ref = rows_and_search(sampler_knobs, xx, **kw)
             assert torch.equal(a, ref), kw
-    a, _ = rows_and_search(monkeypatch, x, temperature=0.7, top_p=0.9)
+    a, _ = rows_and_search(sampler_knobs, x, temperature=0.7, top_p=0.9)
     assert a[0] == 0 and a[1] == 0 and a[2] == 602 and a[3] < 100
 
 
-def test_row_kernel_low_p_many_seeds_probs_fp16_and_batch_0(monkeypatch):
+def test_row_kernel_low_p_many_seeds_probs_fp16_and_batch_0(sampler_knobs):
     """Low p rejects the first winner often; probabilities in (``is_probs``) and float16 scores; B = 0 launches
     nothing."""
     x = X[:12]
     for seed in range(5):
-        a, ref = rows_and_search(monkeypatch, x, seed=seed, top_p=0.3)
+        a, ref = rows_and_search(sampler_knobs, x, seed=seed, top_p=0.3)
         assert torch.equal(a, ref), seed
     probs = torch.softmax(X[:8].double(), -1).float()
-    a, ref = rows_and_search(monkeypatch, probs, is_probs=True, top_p=0.8, min_p=0.05)
+    a, ref = rows_and_search(sampler_knobs, probs, is_probs=True, top_p=0.8, min_p=0.05)
     assert torch.equal(a, ref)
-    a, ref = rows_and_search(monkeypatch, X[:8].half(), temperature=0.6, top_p=0.95)
+    a, ref = rows_and_search(sampler_knobs, X[:8].half(), temperature=0.6, top_p=0.95)
     assert torch.equal(a, ref)
-    monkeypatch.setattr(R, "ROW_PATH", True)
+    sampler_knobs(row_path=True)
     assert draw(X[:0], top_p=0.9).shape == (0,)
 
 
 @pytest.mark.parametrize("tries", [None, 0])
-def test_row_kernel_chi_square(tries, monkeypatch):
+def test_row_kernel_chi_square(tries, sampler_knobs):
     """3000 identical rows of V = 37: top-p only, min-p only, both, against the exact filtered distribution;
     with the redraws and with the exact search only."""
-    monkeypatch.setattr(R, "ROW_PATH", True)
+    sampler_knobs(row_path=True)
     if tries is not None:
-        monkeypatch.setattr(R, "ROW_TRIES", tries)
+        sampler_knobs(row_tries=tries)
     assert_rows_follow_filters(draw, torch.randn(37, generator=_G) * 1.5, 3000,
                                ((0.8, 0.7, 0.0), (1.2, 1.0, 0.12), (1.0, 0.85, 0.05)), DEV)
 
 
-def test_row_path_routing(monkeypatch):
+def test_row_path_routing(sampler_knobs, monkeypatch):
     """Forced on / off, else where measured faster (top-p: small V or B >= 64; min-p alone: B >= 32 at small V
     or B >= 64); top-k never takes it. The GPU shape: split first pass, chunks by B * V."""
-    monkeypatch.setattr(R, "ROW_PATH", None)
-    assert R.row_path(1, R.ROW_MAX_V, True) and not R.row_path(32, R.ROW_MAX_V + 1, True)
-    assert R.row_path(R.ROW_MIN_B_WIDE, 151936, True) and R.row_path(R.ROW_MIN_B_WIDE, 151936, False)
-    assert not R.row_path(8, 32000, False) and R.row_path(R.ROW_MIN_B_MINP, 32000, False)
+    kn = sampler_knobs(row_path=None)
+    assert R.row_path(1, kn.row_max_v, True) and not R.row_path(32, kn.row_max_v + 1, True)
+    assert R.row_path(kn.row_min_b_wide, 151936, True) and R.row_path(kn.row_min_b_wide, 151936, False)
+    assert not R.row_path(8, 32000, False) and R.row_path(kn.row_min_b_minp, 32000, False)
     cfg = R.row_config(1, 32000, interp=False)
-    assert (cfg["CHUNK"], cfg["NCH"], cfg["BLOCK"], cfg["ROWS"]) == (R.ROW_MIN_CHUNK, 16, R.ROW_BLOCK, 1)
-    assert R.row_config(64, 128256, interp=False)["CHUNK"] == R.ROW_MAX_CHUNK
-    assert R.row_config(64, 128256, interp=False)["BLOCK"] == R.ROW_BLOCK_WIDE
+    assert (cfg["CHUNK"], cfg["NCH"], cfg["BLOCK"], cfg["ROWS"]) == (kn.row_min_chunk, 16, kn.row_block, 1)
+    assert R.row_config(64, 128256, interp=False)["CHUNK"] == kn.row_max_chunk
+    assert R.row_config(64, 128256, interp=False)["BLOCK"] == kn.row_block_wide
     calls = []
     real = R.sample_rows
     monkeypatch.setattr(R, "sample_rows", lambda *a, **k: calls.append(1) or real(*a, **k))
-    monkeypatch.setattr(R, "ROW_PATH", True)
+    sampler_knobs(row_path=True)
     seed_t = torch.tensor([1], dtype=torch.int64, device=DEV)
     S.sample(X, seed_t, None, 1.0, None, 5, None, 0.9, None, 0.0, None, False, True)  # top-k: not the row path
     assert calls == []

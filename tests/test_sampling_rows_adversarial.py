@@ -1,9 +1,9 @@
-"""Adversarial inputs for the one-program-per-row sampler (``sampling_rows``, issue 14).
+"""Adversarial inputs for the one-program-per-row sampler (``sampling/rows.py``, issue 14).
 
-Its contract: the plain search's token (``WINNER = False``, same seed) on every input, the exact filtered
+Its contract: the plain search's token (``winner=False``, same seed) on every input, the exact filtered
 distribution, never a crash or an out-of-range token. Every comparison runs the row path in three shapes:
-the defaults (first pass in the row kernel, ``ROW_TRIES`` redraws), the first pass split into 4-column chunks
-(:func:`_first_kernel`: many chunks, a partial last one) with the exact search at once (``ROW_TRIES = 0``),
+the defaults (first pass in the row kernel, ``row_tries`` redraws), the first pass split into 4-column chunks
+(:func:`_first_kernel`: many chunks, a partial last one) with the exact search at once (``row_tries=0``),
 and 8-column chunks of two 4-column tiles with one redraw and a 16-element interpreter tile (several programs
 of 1-4 rows, the last one partly masked). Vocabularies are not multiples of 4 (the noise takes four columns
 per Philox call).
@@ -19,12 +19,13 @@ from scipy.stats import chisquare
 
 from rocm_inductor.providers.reference_sampling import exact_distribution
 from rocm_inductor.providers.triton import sampling as S
-from rocm_inductor.providers.triton import sampling_rows as R
+from rocm_inductor.providers.triton.sampling import launch as L
+from rocm_inductor.providers.triton.sampling import rows as R
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 INF, NAN = float("inf"), float("nan")
-SHAPES = [dict(), dict(INTERP_ROW_CHUNK=4, ROW_CHUNK=4, ROW_TRIES=0),
-          dict(INTERP_ROW_CHUNK=8, ROW_CHUNK=8, ROW_TRIES=1, INTERP_ROW_BLOCK=4, ROW_BLOCK=4, INTERP_TILE=16)]
+SHAPES = [dict(), dict(interp_row_chunk=4, row_chunk=4, row_tries=0),
+          dict(interp_row_chunk=8, row_chunk=8, row_tries=1, interp_row_block=4, row_block=4, interp_tile=16)]
 
 
 def draw(x, seed=77, temperature=1.0, top_p=1.0, min_p=0.0, ban=None, t_rows=None, p_rows=None, mp_rows=None,
@@ -34,28 +35,24 @@ def draw(x, seed=77, temperature=1.0, top_p=1.0, min_p=0.0, ban=None, t_rows=Non
                     True).cpu()
 
 
-def search(monkeypatch, x, **kw):
+def search(x, **kw):
     """The plain search's tokens (no candidate chain, no row kernel)."""
-    with monkeypatch.context() as m:
-        m.setattr(S, "WINNER", False)
+    with S.override(winner=False):
         return draw(x, **kw)
 
 
-def rows(monkeypatch, x, shape=None, **kw):
+def rows(x, shape=None, **kw):
     """The row kernel's tokens, in launch shape ``shape`` (a SHAPES entry)."""
-    with monkeypatch.context() as m:
-        m.setattr(R, "ROW_PATH", True)
-        for k, val in (shape or {}).items():
-            m.setattr(R, k, val)
+    with S.override(row_path=True, **(shape or {})):
         return draw(x, **kw)
 
 
-def check(monkeypatch, x, **kw):
+def check(x, **kw):
     """Row kernel == plain search in every SHAPES entry, tokens in [0, V); returns the tokens."""
-    ref = search(monkeypatch, x, **kw)
+    ref = search(x, **kw)
     v = x.shape[1]
     for shape in SHAPES:
-        a = rows(monkeypatch, x, shape, **kw)
+        a = rows(x, shape, **kw)
         assert ((a >= 0) & (a < v)).all(), (shape, kw, a)
         assert torch.equal(a, ref), (shape, kw, a, ref)
     return ref
@@ -82,21 +79,21 @@ EDGE = [dict(top_p=1e-30), dict(top_p=1e-8, temperature=0.5), dict(top_p=1 - 1e-
 
 
 @pytest.mark.parametrize("v", [1, 2, 3, 5, 7])
-def test_tiny_vocab_hostile_rows_and_parameters(v, monkeypatch):
+def test_tiny_vocab_hostile_rows_and_parameters(v):
     """V in {1, 2, 3, 5, 7}, B = 17 rows of every hostile kind (ties everywhere, two values, +inf in several
     columns, one finite value, NaN mixed in, all -inf, all NaN) under tiny / almost-1 / > 1 / < 0 top-p, min-p
     1 / > 1 / NaN, tiny / huge / negative temperature; B = 1 and 2 on the first rows."""
     x = _kinds(v, torch.Generator().manual_seed(v))
     for kw in EDGE:
-        tok = check(monkeypatch, x, **kw)
+        tok = check(x, **kw)
         assert tok[5] == 0 and tok[6] == 0  # nothing finite: token 0, as the reference's argmax
         if v > 1:
             assert tok[1] == 0 and tok[3] == v // 2  # first +inf; the one finite value
-    check(monkeypatch, x[:1], top_p=0.6)
-    check(monkeypatch, x[:2], top_p=0.7, min_p=0.3, temperature=1e-6)
+    check(x[:1], top_p=0.6)
+    check(x[:2], top_p=0.7, min_p=0.3, temperature=1e-6)
 
 
-def test_per_row_parameters_out_of_range(monkeypatch):
+def test_per_row_parameters_out_of_range():
     """Per-row top-p NaN / > 1 / < 0 / 0 / 1 / 1e-30 / 1e-8 / 1 - 1e-7, min-p 0 / 1 / > 1 / NaN / < 0 and
     temperature tiny / huge / 0 / negative, mixed within one program's rows (B = 17, V = 7 and 5)."""
     g = torch.Generator().manual_seed(11)
@@ -105,12 +102,12 @@ def test_per_row_parameters_out_of_range(monkeypatch):
     tr = torch.tensor([1e-6, 1e30, 0.0, -1.0, 0.7, 1.0, 2.0, 1e-3, 5.0] * 2)[:17]
     for v in (7, 5):
         x = (torch.randn(17, v, generator=g) * 3).to(DEV)
-        check(monkeypatch, x, p_rows=pr.to(DEV))
-        check(monkeypatch, x, mp_rows=mr.to(DEV), temperature=0.8)
-        check(monkeypatch, x, p_rows=pr.to(DEV), mp_rows=mr.to(DEV), t_rows=tr.to(DEV))
+        check(x, p_rows=pr.to(DEV))
+        check(x, mp_rows=mr.to(DEV), temperature=0.8)
+        check(x, p_rows=pr.to(DEV), mp_rows=mr.to(DEV), t_rows=tr.to(DEV))
 
 
-def test_greedy_after_overflow_takes_the_argmax(monkeypatch):
+def test_greedy_after_overflow_takes_the_argmax():
     """Regression: a row whose ``x / T`` overflows to +-inf (tiny T with huge logits, float16 65504 at
     T = 1e-35, -3e38 at T = 0.1) or a NaN temperature is greedy; the row kernel took the first pass's Gumbel
     winner there (the lowest overflowed column, or column 0 holding -inf / a banned token) where the plain
@@ -124,69 +121,68 @@ def test_greedy_after_overflow_takes_the_argmax(monkeypatch):
                         (neg, dict(temperature=0.1, top_p=0.9), 3), (h, dict(temperature=1e-35, top_p=0.9), 1),
                         (nan_t, dict(temperature=NAN, top_p=0.9, ban=ban), 3),
                         (nan_t, dict(t_rows=torch.tensor([NAN], device=DEV), min_p=0.1), 3)):
-        assert int(check(monkeypatch, x, **kw)[0]) == want, kw
+        assert int(check(x, **kw)[0]) == want, kw
     # mixed in a batch with ordinary rows (several programs, split first pass)
     x = torch.cat([big, neg, torch.randn(3, 5, generator=torch.Generator().manual_seed(2)).to(DEV)])
-    check(monkeypatch, x, t_rows=torch.tensor([1e-6, 0.1, 1e-6, 0.7, 1.0], device=DEV), top_p=0.8)
+    check(x, t_rows=torch.tensor([1e-6, 0.1, 1e-6, 0.7, 1.0], device=DEV), top_p=0.8)
 
 
-@pytest.mark.xfail(strict=True, reason="the candidate chain (sampling.py, WINNER = True) takes launch 1's Gumbel "
+@pytest.mark.xfail(strict=True, reason="the candidate chain (knob winner=True) takes launch 1's Gumbel "
                    "winner for rows greedy by an overflowed max, not the argmax of x; not fixed here")
-def test_chain_greedy_after_overflow(monkeypatch):
+def test_chain_greedy_after_overflow(sampler_knobs):
     """The default multi-launch chain (row path off) on the overflow rows of
     :func:`test_greedy_after_overflow_takes_the_argmax`: differs from the plain search (pre-existing)."""
     big = torch.tensor([[1e33, 2e33, 0.0, 1.5e33, 3.0]], device=DEV)
-    monkeypatch.setattr(R, "ROW_PATH", False)
-    assert int(draw(big, temperature=1e-6, top_p=0.9)[0]) == int(search(monkeypatch, big, temperature=1e-6,
-                                                                           top_p=0.9)[0])
+    sampler_knobs(row_path=False)
+    assert int(draw(big, temperature=1e-6, top_p=0.9)[0]) == int(search(big, temperature=1e-6, top_p=0.9)[0])
 
 
-def test_bans_probabilities_half_precision_and_strides(monkeypatch):
+def test_bans_probabilities_half_precision_and_strides():
     """Every token banned (1-d and 2-d ban), all but the last banned; probabilities with zeros, denormals and
     a negative entry; float16 scores near 65504; bfloat16 ties; a column slice of a wider tensor
     (stride(0) != V), a strided view (copied) and an expanded row (stride(0) = 0)."""
     g = torch.Generator().manual_seed(5)
     b, v = 17, 7
     x = (torch.randn(b, v, generator=g) * 3).to(DEV)
-    assert (check(monkeypatch, x, top_p=0.8, ban=torch.ones(v, dtype=torch.bool, device=DEV)) == 0).all()
-    assert (check(monkeypatch, x, min_p=0.2, ban=torch.ones(b, v, dtype=torch.bool, device=DEV)) == 0).all()
+    assert (check(x, top_p=0.8, ban=torch.ones(v, dtype=torch.bool, device=DEV)) == 0).all()
+    assert (check(x, min_p=0.2, ban=torch.ones(b, v, dtype=torch.bool, device=DEV)) == 0).all()
     ban = torch.ones(b, v, dtype=torch.bool, device=DEV)
     ban[:, -1] = False
-    assert (check(monkeypatch, x, top_p=0.5, ban=ban) == v - 1).all()
+    assert (check(x, top_p=0.5, ban=ban) == v - 1).all()
     pz = torch.softmax(x, -1)
     pz[:, 0] = 0.0
     pz[:, 1] = 1e-40  # float32 denormal
-    check(monkeypatch, pz, top_p=0.9, is_probs=True)
-    check(monkeypatch, pz, min_p=0.5, is_probs=True)
-    check(monkeypatch, torch.full((b, v), 1e-42, device=DEV), top_p=0.5, is_probs=True)
+    check(pz, top_p=0.9, is_probs=True)
+    check(pz, min_p=0.5, is_probs=True)
+    check(torch.full((b, v), 1e-42, device=DEV), top_p=0.5, is_probs=True)
     pz[:, -1] = -0.1
-    check(monkeypatch, pz, top_p=0.5, is_probs=True)
+    check(pz, top_p=0.5, is_probs=True)
     h = (65504 - torch.arange(v, device=DEV, dtype=torch.float32) * 32).expand(b, v).contiguous().half()
-    check(monkeypatch, h, top_p=0.9, temperature=1e-3)
+    check(h, top_p=0.9, temperature=1e-3)
     h[:, 0] = -65504
-    check(monkeypatch, h, top_p=0.999, temperature=1e4)
+    check(h, top_p=0.999, temperature=1e4)
     bt = torch.randint(0, 2, (b, v), generator=g).to(DEV).bfloat16()
-    check(monkeypatch, bt, top_p=0.5)
-    check(monkeypatch, bt, min_p=0.5, top_p=0.9)
+    check(bt, top_p=0.5)
+    check(bt, min_p=0.5, top_p=0.9)
     w = torch.randn(b, 3 * v, generator=g).to(DEV)
     assert w[:, v:2 * v].stride(0) != v
-    check(monkeypatch, w[:, v:2 * v], top_p=0.7)
-    check(monkeypatch, w[:, ::3], top_p=0.7)
-    check(monkeypatch, w[0, :v].expand(b, v), min_p=0.2, top_p=0.9)
+    check(w[:, v:2 * v], top_p=0.7)
+    check(w[:, ::3], top_p=0.7)
+    check(w[0, :v].expand(b, v), min_p=0.2, top_p=0.9)
 
 
-def test_seeds_repeat_and_differ(monkeypatch):
+def test_seeds_repeat_and_differ():
     """Seed tensors int64 0 and 2**62 match the plain search; the same seed gives the same tokens on repeated
     calls; different seeds give different draws from a flat row of 50 tokens (50 = 6 * 8 + 2: a partial
     last chunk)."""
     x = (torch.randn(17, 5, generator=torch.Generator().manual_seed(9)) * 2).to(DEV)
     for s in (0, 2**62):
-        check(monkeypatch, x, top_p=0.8, seed=torch.tensor([s], dtype=torch.int64, device=DEV))
+        check(x, top_p=0.8, seed=torch.tensor([s], dtype=torch.int64, device=DEV))
     flat = torch.zeros(1, 50, device=DEV)
     for shape in SHAPES:
-        first = rows(monkeypatch, flat, shape, top_p=0.99, seed=123)
-        assert torch.equal(first, rows(monkeypatch, flat, shape, top_p=0.99, seed=123))
-    toks = {int(rows(monkeypatch, flat, SHAPES[2], top_p=0.99, seed=s)[0]) for s in range(16)}
+        first = rows(flat, shape, top_p=0.99, seed=123)
+        assert torch.equal(first, rows(flat, shape, top_p=0.99, seed=123))
+    toks = {int(rows(flat, SHAPES[2], top_p=0.99, seed=s)[0]) for s in range(16)}
     assert len(toks) >= 8, toks  # 16 draws from 50 equal tokens: ~14 distinct expected
 
 
@@ -198,7 +194,7 @@ def _chi2_ok(tok, probs):
 
 
 @pytest.mark.parametrize("shape", [SHAPES[0], SHAPES[1]])
-def test_hostile_distributions_chi_square(shape, monkeypatch):
+def test_hostile_distributions_chi_square(shape):
     """2000 identical rows against the exact filtered distribution: p = 1e-8 (the top token), p = 1 - 1e-7,
     min-p 1 (the maxima), T = 1e30 (uniform), a two-valued row cut between its two values, a row with -inf except
     two values, probabilities with zeros (V = 7, 5)."""
@@ -211,12 +207,12 @@ def test_hostile_distributions_chi_square(shape, monkeypatch):
                                    (two, 1.0, 0.5, 0.0, False), (sparse, 0.5, 0.95, 0.0, False),
                                    (probs, 1.0, 0.75, 0.0, True)):
         x = (probs if probs_in else lg).expand(2000, lg.numel()).contiguous().to(DEV)
-        tok = rows(monkeypatch, x, shape, temperature=t, top_p=p, min_p=mp, is_probs=probs_in)
+        tok = rows(x, shape, temperature=t, top_p=p, min_p=mp, is_probs=probs_in)
         ref = exact_distribution(torch.log(lg) if probs_in else lg, t, 0, p, mp)
         assert _chi2_ok(tok, ref), (lg, t, p, mp)
 
 
-def test_min_p_one_keeps_the_row_max_at_any_temperature(monkeypatch):
+def test_min_p_one_keeps_the_row_max_at_any_temperature():
     """Regression (H200, 2026-12-01): with FP contraction on, the row path's max of ``x / T`` and the same
     quotient in its row kernel differed at T = 0.7 / 0.8, so min-p 1 (HF: only the maxima survive) kept nothing
     and drew token 0. Every path (row kernel, chain, plain search) must draw the argmax of ``x / T``."""
@@ -226,11 +222,10 @@ def test_min_p_one_keeps_the_row_max_at_any_temperature(monkeypatch):
     want = x.float().cpu().argmax(1)
     for t in (0.7, 0.8, 0.3):
         for seed in (0, 1):
-            assert torch.equal(rows(monkeypatch, x, seed=seed, temperature=t, mp_rows=mp), want), t
-            with monkeypatch.context() as m:
-                m.setattr(R, "ROW_PATH", False)
+            assert torch.equal(rows(x, seed=seed, temperature=t, mp_rows=mp), want), t
+            with S.override(row_path=False):
                 assert torch.equal(draw(x, seed=seed, temperature=t, mp_rows=mp), want), t
-            assert torch.equal(search(monkeypatch, x, seed=seed, temperature=t, mp_rows=mp), want), t
+            assert torch.equal(search(x, seed=seed, temperature=t, mp_rows=mp), want), t
 
 
 def test_every_sampler_launch_turns_fp_contraction_off(monkeypatch):
@@ -246,23 +241,17 @@ def test_every_sampler_launch_turns_fp_contraction_off(monkeypatch):
                     return kernel[grid](*a, **k)
                 return go
         return Launch()
-    for mod, names in ((S, ("_step_kernel", "_chain_kernel", "_pick_kernel", "_group_max_kernel",
+    for mod, names in ((L, ("_step_kernel", "_chain_kernel", "_pick_kernel", "_group_max_kernel",
                             "_topk_draw_kernel")), (R, ("_first_kernel", "_row_kernel"))):
         for n in names:
             monkeypatch.setattr(mod, n, spy(n, getattr(mod, n)))
     x = torch.randn(4, 301, generator=torch.Generator().manual_seed(1)).to(DEV)
     draw(x, top_p=0.8, temperature=0.7)  # chain or rows, whatever the routing picks
-    with monkeypatch.context() as m:
-        m.setattr(R, "ROW_PATH", True)
-        m.setattr(R, "ROW_CHUNK", 64)
-        m.setattr(R, "INTERP_ROW_CHUNK", 64)
+    with S.override(row_path=True, row_chunk=64, interp_row_chunk=64):
         draw(x, top_p=0.8, temperature=0.7)
-    with monkeypatch.context() as m:
-        m.setattr(R, "ROW_PATH", False)
-        m.setattr(S, "FORCE_CHUNK", 64)
+    with S.override(row_path=False, force_chunk=64):
         draw(x, top_p=0.8, temperature=0.7)
-    with monkeypatch.context() as m:
-        m.setattr(S, "WINNER", False)
+    with S.override(winner=False):
         draw(x, top_p=0.8, temperature=0.7)
     S.sample(x, torch.tensor([3], device=DEV), None, 0.7, None, 20, None, 0.9, None, 0.0, None, False, True)
     assert set(seen) == {"_step_kernel", "_chain_kernel", "_pick_kernel", "_group_max_kernel", "_topk_draw_kernel",

@@ -25,6 +25,7 @@ release). Needs a GPU; FlashInfer optional.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import math
@@ -141,15 +142,15 @@ def main() -> None:
                     help="compile every kernel once (fills the on-disk Triton / Inductor caches for a later run)")
     ap.add_argument("--inductor-filters", default=",".join(FILTERS), help="filters Inductor compiles")
     ap.add_argument("--inductor-vocabs", default=",".join(map(str, VOCABS)), help="vocabularies for Inductor")
-    ap.add_argument("--set", default="", help="JSON {name: value}: constants of providers/triton/sampling.py to "
-                    "override (a config picked by benchmarks/sweeps/sweep_sampling.py)")
+    ap.add_argument("--set", default="", help="JSON {name: value}: knobs of providers/triton/sampling/knobs.py to "
+                    "override for the whole run (a config picked by benchmarks/sweeps/sweep_sampling.py; "
+                    "upper-case names are read as the knob of that name in lower case)")
     args = ap.parse_args()
     if args.set:
         from rocm_inductor.providers.triton import sampling as tsampling
 
-        for name, value in json.loads(args.set).items():
-            assert hasattr(tsampling, name), name
-            setattr(tsampling, name, value)
+        set_knobs = contextlib.ExitStack()  # held until main() returns: the whole run
+        set_knobs.enter_context(tsampling.override(**{n.lower(): v for n, v in json.loads(args.set).items()}))
     assert torch.cuda.is_available(), "needs a GPU"
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

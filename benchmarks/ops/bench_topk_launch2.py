@@ -1,7 +1,8 @@
 """Benchmark: variants of the Triton sampler's top-k path (launch 2, ``_topk_draw_kernel``), issue 14 at B=1.
 
-Each variant is a set of module constants of ``rocm_inductor/providers/triton/sampling.py`` (:data:`VARIANTS`):
-``base`` is the pivot-search tail of before (CAND_CAP = 0, uniform first bound pass). Timed: the op alone
+Each variant is a set of the sampler's knobs (``rocm_inductor/providers/triton/sampling/knobs.py``, applied with
+``override``; :data:`VARIANTS`): ``base`` is the pivot-search tail of before (``cand_cap=0``, uniform first bound
+pass). Timed: the op alone
 (``torch.ops.rocm_fused.sample(..., "triton")`` with its seed drawn by ``torch.randint`` in the graph) over a
 captured CUDA graph (benchmarks/timing.py, 20 calls per graph, median of 5 replays), float32 logits
 ``randn * 3``, T = 0.7, filters ``hf_k50_p0.9`` (top-k 50 then top-p 0.9) and ``top_k50``. Also: a CUPTI
@@ -16,6 +17,7 @@ and prints a table last. Needs a GPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import pathlib
 import sys
@@ -32,30 +34,31 @@ from rocm_inductor.providers.triton import sampling as S
 T = 0.7
 FILTERS = {"hf_k50_p0.9": (50, 0.9), "top_k50": (50, 1.0)}
 VARIANTS = {
-    "base": dict(CAND_CAP=0, FAST_GEO=False, NUM_WARPS2_WIDE=16),
-    "geo": dict(CAND_CAP=0, FAST_GEO=True, NUM_WARPS2_WIDE=16),
-    "cc128": dict(CAND_CAP=128, CAND_TILE=None, CAND_TILE_WIDE=None, FAST_GEO=False, NUM_WARPS2_WIDE=16),
-    "cc128_geo": dict(CAND_CAP=128, CAND_TILE=None, CAND_TILE_WIDE=None, FAST_GEO=True, NUM_WARPS2_WIDE=16),
-    "cc128_geo_cj64": dict(CAND_CAP=128, CAND_TILE=64, CAND_TILE_WIDE=64, FAST_GEO=True, NUM_WARPS2_WIDE=16),
-    "cc128_geo_cj32": dict(CAND_CAP=128, CAND_TILE=32, CAND_TILE_WIDE=32, FAST_GEO=True, NUM_WARPS2_WIDE=16),
-    "cc128_geo_cj64_w8": dict(CAND_CAP=128, CAND_TILE=64, CAND_TILE_WIDE=64, FAST_GEO=True, NUM_WARPS2=8,
-                              NUM_WARPS2_WIDE=8),
-    "gcap128_cc256_geo_cj32": dict(CAND_CAP=256, CAND_TILE=32, CAND_TILE_WIDE=32, FAST_GEO=True, GROUP_CAP=128,
-                                   NUM_WARPS2_WIDE=16),
-    "default": {},  # the module's constants (picked from the 2026-12-01 12:36 UTC run of the variants above)
+    "base": dict(cand_cap=0, fast_geo=False, num_warps2_wide=16),
+    "geo": dict(cand_cap=0, fast_geo=True, num_warps2_wide=16),
+    "cc128": dict(cand_cap=128, cand_tile=None, cand_tile_wide=None, fast_geo=False, num_warps2_wide=16),
+    "cc128_geo": dict(cand_cap=128, cand_tile=None, cand_tile_wide=None, fast_geo=True, num_warps2_wide=16),
+    "cc128_geo_cj64": dict(cand_cap=128, cand_tile=64, cand_tile_wide=64, fast_geo=True, num_warps2_wide=16),
+    "cc128_geo_cj32": dict(cand_cap=128, cand_tile=32, cand_tile_wide=32, fast_geo=True, num_warps2_wide=16),
+    "cc128_geo_cj64_w8": dict(cand_cap=128, cand_tile=64, cand_tile_wide=64, fast_geo=True, num_warps2=8,
+                              num_warps2_wide=8),
+    "gcap128_cc256_geo_cj32": dict(cand_cap=256, cand_tile=32, cand_tile_wide=32, fast_geo=True, group_cap=128,
+                                   num_warps2_wide=16),
+    "default": {},  # the knobs' defaults (picked from the 2026-12-01 12:36 UTC run of the variants above)
 }
 #: variants timed at every batch (the others at B = 1 only); the 2026-12-01 call timed base, cc128_geo_cj64,
 #: cc128_geo_cj32, cc128_geo_cj64_w8 (before "default" existed) and ran out of budget before B = 32.
 FULL = ("base", "default")
 VOCABS = (32000, 128256, 151936)
 BATCHES = (1, 8, 32, 64)
-DEFAULTS = {name: getattr(S, name) for name in ("CAND_CAP", "CAND_TILE", "CAND_TILE_WIDE", "FAST_GEO", "NUM_WARPS2",
-                                                "NUM_WARPS2_WIDE", "GROUP_CAP")}
+_VARIANT = contextlib.ExitStack()  # the override of the variant in use
 
 
 def use(name: str) -> None:
-    for key, val in {**DEFAULTS, **VARIANTS[name]}.items():
-        setattr(S, key, val)
+    """Switch to variant ``name``: the previous variant's override is left, this one's entered (defaults + its
+    knobs)."""
+    _VARIANT.close()
+    _VARIANT.enter_context(S.override(**VARIANTS[name]))
 
 
 def _seed():

@@ -8,9 +8,10 @@ Modes (``--mode``): ``warm`` compiles one variant's kernels (run several at once
 so the timing run only loads them); ``time`` times every variant (rows ``vocab,batch,filters,config,us``,
 config ``ours+<variant>``); ``best`` reads that CSV, picks the fastest variant per (V, B), prints the table,
 a CUPTI breakdown (torch.profiler) of the best at V=128256 B=32 and V=32000 B=64, and a token-equality check
-of every variant against the plain search (``WINNER = False``) at B=64, 4 seeds. Variants: JSON
-``{"name": {module attr: value}}`` (knobs of ``rocm_inductor.providers.triton.sampling``).
-Knobs named ``rows.X`` belong to ``sampling_rows`` (the one-program-per-row kernel).
+of every variant against the plain search (``winner=False``) at B=64, 4 seeds. Variants: JSON
+``{"name": {knob: value}}`` (fields of ``rocm_inductor.providers.triton.sampling.knobs.Knobs``, applied with
+``override``; an upper-case name, or ``rows.X`` as the row kernel's were once spelled, is read as the field ``x``).
+The ``--tree`` must have the ``sampling`` package (``sampling/knobs.py``).
 ``TOPP_DEV=cpu TOPP_SCALE=64`` (with TRITON_INTERPRET=1): a dry run on tiny shapes, no timing. ``TOPP_BS``:
 the batches (default 1,8,32,64; 32 and 64 are needed by ``best``). ``TOPP_MINP=1``: min-p 0.1 at every (V, B).
 ``TOPP_CHECK_BS`` / ``TOPP_CHECK_FILTERS``: the token check's batches (default 64) and filters (default top_p0.9;
@@ -18,6 +19,7 @@ the batches (default 1,8,32,64; 32 and 64 are needed by ``best``). ``TOPP_MINP=1
 """
 import argparse
 import collections
+import contextlib
 import json
 import os
 import sys
@@ -36,7 +38,6 @@ sys.path.insert(0, os.path.join(a.tree, "benchmarks"))
 from timing import graph_time_us, kernel_breakdown  # noqa: E402
 
 from rocm_inductor.providers.triton import sampling as S  # noqa: E402
-from rocm_inductor.providers.triton import sampling_rows as R  # noqa: E402
 
 DEV = os.environ.get("TOPP_DEV", "cuda")
 SCALE = int(os.environ.get("TOPP_SCALE", "1"))
@@ -50,21 +51,21 @@ CHECK_FILTERS = tuple(os.environ.get("TOPP_CHECK_FILTERS", "top_p0.9").split(","
 VARIANTS = json.loads(a.variants)
 
 
-def _owner(attr):
-    """The module a variant's knob belongs to: ``sampling`` by default, ``rows.X``: ``sampling_rows``."""
-    return (R, attr[5:]) if attr.startswith("rows.") else (S, attr)
+def _knob(attr):
+    """The :class:`Knobs` field a variant's name stands for: ``rows.X`` and upper-case names in lower case."""
+    return (attr[5:] if attr.startswith("rows.") else attr).lower()
 
 
-DEFAULTS = {k: getattr(*_owner(k)) for attrs in VARIANTS.values() for k in attrs}
+VARIANTS = {name: {_knob(k): v for k, v in attrs.items()} for name, attrs in VARIANTS.items()}
+_VARIANT = contextlib.ExitStack()  # the override of the variant in use
 torch.manual_seed(0)
 XS = {(v, b): torch.randn(b, v, device=DEV) * 3 for v in VS for b in BS}
 
 
 def use(name):
-    for k, val in DEFAULTS.items():
-        setattr(*_owner(k), val)
-    for k, val in VARIANTS[name].items():
-        setattr(*_owner(k), val)
+    """Switch to variant ``name`` (the defaults plus its knobs): the previous variant's override is left."""
+    _VARIANT.close()
+    _VARIANT.enter_context(S.override(**VARIANTS[name]))
 
 
 def make(x, k, p, mp, seed=None):
@@ -99,11 +100,10 @@ def check(name, v, b, filt="top_p0.9", seeds=4):
     for seed in range(seeds):
         sd = torch.tensor([seed], device=DEV, dtype=torch.int64)
         use(name)
-        S.WINNER = True
-        t1 = S.sample(XS[(v, b)], sd, None, 0.7, None, 0, None, p, None, mp, None, False, True)
-        S.WINNER = False
-        t2 = S.sample(XS[(v, b)], sd, None, 0.7, None, 0, None, p, None, mp, None, False, True)
-        S.WINNER = True
+        with S.override(winner=True):
+            t1 = S.sample(XS[(v, b)], sd, None, 0.7, None, 0, None, p, None, mp, None, False, True)
+        with S.override(winner=False):
+            t2 = S.sample(XS[(v, b)], sd, None, 0.7, None, 0, None, p, None, mp, None, False, True)
         bad += int((t1 != t2).sum())
     return bad
 

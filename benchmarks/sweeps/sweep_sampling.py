@@ -1,17 +1,17 @@
 """Config sweep of the Triton sampler's launch constants (issue 14), op alone in a CUDA graph.
 
 V = 128256 float32 logits ``randn * 3``, T = 0.7, B in {1, 8, 32, 64}. Two groups, each timed for every
-candidate (a dict of constants of ``rocm_inductor/providers/triton/sampling.py`` set on the module):
+candidate (a dict of the sampler's knobs, ``rocm_inductor/providers/triton/sampling/knobs.py``, applied with
+``override``):
 - ``general`` (filter ``top_p0.9``: the whole-row search path): pivots per pass, compare
   tile, warps, target programs, the winner shortcut on/off;
 - ``fast`` (filter ``hf_k50_p0.9``: the two-launch top-k path): launch 2's warps and pivots.
 The pick per group is the candidate with the smallest sum of us over the batches (the fast group first,
 with 30% of the time budget; a candidate is skipped once its group's share is spent).
 
-Constants are set module-wide: since the 2026-12-01 run (whose candidates applied to every batch, as the
-code then did) ``ACC_TILE`` / ``TARGET_PROGRAMS_LARGE`` / ``NPIV_LARGE`` act on ``B * V > SMALL_WORK`` only and
-``COMPARE_TILE`` / ``TARGET_PROGRAMS`` / ``NPIV_SMALL`` below it (``ACC_SMALL`` accumulates there too), and
-``{}`` is that run's per-bucket pick.
+Knobs apply to every batch: ``acc_tile`` / ``target_programs_large`` / ``npiv_large`` act on ``B * V >
+small_work`` only and ``compare_tile`` / ``target_programs`` / ``npiv_small`` below it (``acc_small`` accumulates
+there too); ``{}`` is the defaults (the per-bucket pick of run 2026-12-01-1117-sampling-sweep).
 
     python benchmarks/sweeps/sweep_sampling.py --out DIR [--budget-s S]
 Writes ``sampling_sweep.csv`` (group,cand,vocab,batch,filters,us) and ``sampling_pick.json`` ({name: value}
@@ -21,6 +21,7 @@ for ``bench_sampling.py --set``) under ``--out``. Needs a GPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import math
@@ -40,18 +41,18 @@ T, V, BATCHES = 0.7, 128256, (1, 8, 32, 64)
 FILT = {"top_p0.9": (0, 0.9, 0.0), "min_p0.1": (0, 1.0, 0.1), "hf_k50_p0.9": (50, 0.9, 0.0)}
 GENERAL = [  # most promising first: the sweep stops at its time budget
     {},  # the code's defaults
-    {"LANE_ARGMAX": True},  # session topp2: per-lane max/argmax in launch 1 and the draws (not timed yet)
-    {"ACC_TILE": 8192},
-    {"ACC_TILE": 16384, "STEP_WARPS": 8},
-    {"WINNER": False},
-    {"NPIV_SMALL": 32, "NPIV_LARGE": 16, "COMPARE_TILE": 16384},
-    {"ACC_TILE": 8192, "NPIV_SMALL": 32, "NPIV_LARGE": 32, "STEP_WARPS": 8},
-    {"ACC_TILE": 8192, "NPIV_LARGE": 8, "TARGET_PROGRAMS": 1056},
-    {"NPIV_SMALL": 16, "NPIV_LARGE": 16, "COMPARE_TILE": 16384, "STEP_WARPS": 4},
-    {"NPIV_SMALL": 64, "NPIV_LARGE": 32, "COMPARE_TILE": 65536, "STEP_WARPS": 8},
+    {"lane_argmax": True},  # per-lane max/argmax in launch 1 and the draws everywhere
+    {"acc_tile": 8192},
+    {"acc_tile": 16384, "step_warps": 8},
+    {"winner": False},
+    {"npiv_small": 32, "npiv_large": 16, "compare_tile": 16384},
+    {"acc_tile": 8192, "npiv_small": 32, "npiv_large": 32, "step_warps": 8},
+    {"acc_tile": 8192, "npiv_large": 8, "target_programs": 1056},
+    {"npiv_small": 16, "npiv_large": 16, "compare_tile": 16384, "step_warps": 4},
+    {"npiv_small": 64, "npiv_large": 32, "compare_tile": 65536, "step_warps": 8},
 ]
-FAST = [{}, {"NUM_WARPS2": 8}, {"NUM_WARPS2": 4}, {"NUM_WARPS2": 8, "FAST_NPIV": 16},
-        {"NUM_WARPS2": 16, "FAST_NPIV": 16}, {"NUM_WARPS2": 8, "FAST_NPIV": 4}]
+FAST = [{}, {"num_warps2": 8}, {"num_warps2": 4}, {"num_warps2": 8, "fast_npiv": 16},
+        {"num_warps2": 16, "fast_npiv": 16}, {"num_warps2": 8, "fast_npiv": 4}]
 
 
 def op(x, k, p, mp):
@@ -69,7 +70,7 @@ def main() -> None:
     args = ap.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    defaults = {n: getattr(S, n) for c in GENERAL + FAST for n in c}
+    cand_knobs = contextlib.ExitStack()  # the override of the candidate being timed
     xs = {b: torch.randn(b, V, device="cuda") * 3 for b in BATCHES}
     rows, t0, pick = [], time.time(), {}
     for group, cands, filters, until in (("fast", FAST, ("hf_k50_p0.9",), 0.3),
@@ -79,10 +80,8 @@ def main() -> None:
             if time.time() - t0 > args.budget_s * until:
                 print(f"{group} cand {i}: skipped (budget)", flush=True)
                 continue
-            for n, v in defaults.items():
-                setattr(S, n, v)
-            for n, v in cand.items():
-                setattr(S, n, v)
+            cand_knobs.close()
+            cand_knobs.enter_context(S.override(**cand))
             total = 0.0
             for filt in filters:
                 for b in BATCHES:
@@ -102,8 +101,7 @@ def main() -> None:
                 best, best_us = cand, total
         pick.update(best)
         print(f"{group} pick {best} (sum {best_us:.1f} us)", flush=True)
-    for n, v in defaults.items():
-        setattr(S, n, v)
+    cand_knobs.close()
     with open(out / "sampling_sweep.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()

@@ -25,10 +25,10 @@ attrs. Resources read back:
   (``metadata.n_regs`` / ``n_spills`` are filled only when a driver loads the kernel; the bundled ptxas
   may not read the PTX version Triton emits, so the cubin is read instead.)
 
-Results are cached as JSON under :func:`cache_dir`, keyed by the hash of the kernel module's source, the
-case and the Triton version, so a second run compiles only what changed; misses compile in :func:`jobs`
-processes. Run ``python -m
-rocm_inductor.providers.triton._aot`` (or ``scripts/aot_report.py``) for the table. This must run with
+Results are cached as JSON under :func:`cache_dir`, keyed by the hash of the kernel module's source (a
+package's: all its files), the case and the Triton version, so a second run compiles only what changed; misses
+compile in :func:`jobs` processes. Run ``python -m rocm_inductor.providers.triton._aot`` (or
+``scripts/aot_report.py``) for the table. This must run with
 ``TRITON_INTERPRET`` unset (an interpreted function cannot be compiled): the CI test starts a subprocess.
 """
 
@@ -95,11 +95,27 @@ def _jit_fn(fn: Any) -> Any:
     return fn
 
 
+def _module_source(module: str) -> str:
+    """The module's source; for a package (``sampling/``), that of every ``.py`` file under it, by path, so an edit
+    to a kernel in a submodule changes :func:`case_key`."""
+    mod = sys.modules[module]
+    if not hasattr(mod, "__path__"):
+        return inspect.getsource(mod)
+    root = mod.__path__[0]
+    paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".py"))
+    parts = []
+    for path in paths:
+        with open(path) as fh:
+            parts.append(f"# {os.path.relpath(path, root)}\n{fh.read()}")
+    return "\n".join(parts)
+
+
 def case_key(module: str, case: dict[str, Any], target: str) -> str:
-    """sha256 of the module's source, the case's compile inputs, the target and the Triton version."""
+    """sha256 of the module's source (a package's: every file of it), the case's compile inputs, the target and the
+    Triton version."""
     import triton
 
-    src = inspect.getsource(sys.modules[module])
+    src = _module_source(module)
     desc = {k: case.get(k) for k in ("name", "signature", "constexprs", "num_warps", "attrs", "options")}
     desc["fn"] = _jit_fn(case["fn"]).__name__
     blob = json.dumps([src, desc, target, triton.__version__], sort_keys=True, default=str)

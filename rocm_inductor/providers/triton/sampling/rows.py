@@ -1,7 +1,7 @@
 """Triton sampler, one program per row: top-p and/or min-p without top-k in two launches (issue 14).
 
 Same meaning, noise and tokens as :mod:`rocm_inductor.providers.triton.sampling`'s restricted-winner chain
-(module docstring there: int32 order-preserving keys, HF top-p ``t`` = the largest key whose strictly-lower
+(package docstring: int32 order-preserving keys, HF top-p ``t`` = the largest key whose strictly-lower
 mass is ``<= (1 - p) * Z``, min-p ``exp(s - max) >= min_p``, Gumbel-max draw with Philox noise of (seed,
 column, row)), but each row's decisions run in one program, so the chain's per-launch row state and its
 fixed launch sequence (``P + 2`` launches, ~2.5 us each at small V) become a loop inside one kernel
@@ -17,13 +17,13 @@ fixed launch sequence (``P + 2`` launches, ~2.5 us each at small V) become a loo
    a rejected one proves ``t > key(c)``: ``lo = key(c) + 1`` and one more pass draws the Gumbel-max over the
    new ``S(lo)`` with the same noise (the stored scores; a ``c`` that fails min-p, possible only for the
    first, is redrawn inside min-p without moving ``lo``).
-3. after :data:`ROW_TRIES` redraws the row runs the exact (NP+1)-ary search of ``t`` over ``[lo, key_max]``
-   and one draw over ``{key >= t}`` (bounded: :func:`..sampling.search_passes` passes), so no input makes
+3. after ``knobs.Knobs.row_tries`` redraws the row runs the exact (NP+1)-ary search of ``t`` over ``[lo, key_max]``
+   and one draw over ``{key >= t}`` (bounded: :func:`.configs.search_passes` passes), so no input makes
    the loop long. With p = 0.9 a candidate is rejected with probability <= 0.1, so the expected cost is
    about three passes over the row (the first from HBM, the others from L2).
 
-Measured (H200, 2026-12-01, op table of the final build, benchmarks/results/sampling.csv; the variants in
-:data:`ROW_PATH`'s comment): top-p 0.9 alone at V=32000 B = 1 / 8 / 32 / 64 12.8 / 18.1 / 25.1 / 31.0 us (the
+Measured (H200, ``benchmarks/results/runs/sampling.csv``, run 2026-12-01-1756-sampling-op; the variants in
+``knobs.Knobs.row_path``'s comment): top-p 0.9 alone at V=32000 B = 1 / 8 / 32 / 64 12.8 / 18.1 / 25.1 / 31.0 us (the
 chain: 22.0 / 27.5 / 48.2 / 63.2; FlashInfer 0.6.18, the fastest measured, 22.6 / 27.5 / 31.9 / 34.0 in an
 earlier run, RESULTS.md); the same tokens as the plain search at B=64 for V in {32000, 128256, 151936}.
 
@@ -48,7 +48,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .sampling import (
+from . import knobs
+from .common import (
     AOT_FLAGS,
     FP_OPTIONS,
     _key,
@@ -64,55 +65,18 @@ from .sampling import (
     _winner_filters,
 )
 
-#: True / False: the row path for every (B, V) without top-k (tests); None: :func:`row_path` decides.
-ROW_PATH: bool | None = None
-#: :func:`row_path`'s rule, from the H200 (2026-12-01, torch 2.11, triton 3.6, float32 ``randn * 3`` logits, T=0.7,
-#: op in a CUDA graph; benchmarks/results/sampling_rows_session5.csv), us, chain -> rows: top-p 0.9 at V=32000
-#: B = 1 / 8 / 32 / 64 22.0 / 27.5 / 48.2 / 63.2 -> 11.8 / 19.1 / 26.4 / 31.9; V=128256 B=64 119.7 -> 104.3,
-#: V=151936 B=64 155.3 -> 122.1, but at V >= 128256 and B <= 32 the chain wins (B=1 24.4 vs 29.3, B=32 77.9 vs
-#: 79.5: one program per row re-reads a long row alone). Min-p 0.1 alone: V=32000 B=32 / 64 17.8 / 26.8 ->
-#: 17.4 / 20.2, B <= 8 the chain (9.9 / 11.5 vs 10.3 / 15.0); V=151936 B=64 92.2 -> 87.2, but V=128256 B=64
-#: 0.4-5% slower (73.3 / 71.1 -> 73.6 / 74.6 in two runs), kept under the one B >= 64 rule.
-ROW_MAX_V = 65536
-ROW_MIN_B_WIDE = 64
-ROW_MIN_B_MINP = 32
-#: GPU: columns per tile of the row kernel's passes (``_WIDE``: V > ROW_MAX_V) and its warps (16 * 64 = 1024:
-#: the ROCm work-group limit). Same run: 8192 / 16 warps best at V=32000 (B=32 26.4 us; 4096 / 8 warps 31.4),
-#: 16384 at V >= 128256, B=64 (104.3 / 122.1; 8192: 113.0 / 135.0).
-ROW_BLOCK = 8192
-ROW_BLOCK_WIDE = 16384
-ROW_WARPS = 16
-#: GPU: the first pass (max, whole-row winner, the scores) runs split over chunks (:func:`_first_kernel`),
-#: ``CHUNK = clamp(next_pow2(B * V / ROW_TARGET_PROGRAMS), ROW_MIN_CHUNK, ROW_MAX_CHUNK)`` unless ROW_CHUNK
-#: forces one (0: the row's program runs it). Same run, V=32000 top-p, chunk 2048 / 4096 / 8192: B=1 11.8 /
-#: 12.8 / 15.7, B=32 27.1 / 26.4 / 28.0, B=64 32.8 / 32.5 / 31.9; unsplit 22.4 (B=1) .. 35.4 (B=64).
-ROW_CHUNK: int | None = None
-ROW_TARGET_PROGRAMS = 256
-ROW_MIN_CHUNK = 2048
-ROW_MAX_CHUNK = 4096
-ROW_BLOCK1 = 2048
-ROW_WARPS1 = 4
-#: Redraws before the exact search takes over (tests set 0 to exercise it).
-ROW_TRIES = 4
-#: Pivots per pass of that search.
-ROW_NP = 8
-#: Under ``TRITON_INTERPRET=1`` (CPU tests) numpy pays per op, not per element: one wide tile and many rows per
-#: program (``ROWS * BLOCK`` up to Triton's 2^20-element limit); on a GPU one row per program.
-INTERP_ROW_BLOCK = 1 << 16
-INTERP_TILE = 1 << 20
-INTERP_ROW_CHUNK: int | None = None
-
 
 def row_path(b: int, v: int, use_p: bool) -> bool:
     """Whether a (b, v) batch without top-k (top-p and/or min-p: ``use_p`` says whether top-p is on) takes the
-    one-program-per-row kernel: :data:`ROW_PATH` when set, else where it measured faster (see ROW_MAX_V):
+    one-program-per-row kernel: ``knobs.Knobs.row_path`` when set, else where it measured faster (see that knob):
     top-p at ``v <= ROW_MAX_V`` or ``b >= ROW_MIN_B_WIDE``; min-p alone at ``b >= ROW_MIN_B_WIDE`` or
     ``b >= ROW_MIN_B_MINP`` with ``v <= ROW_MAX_V``."""
-    if ROW_PATH is not None:
-        return bool(ROW_PATH)
-    if b >= ROW_MIN_B_WIDE:
+    kn = knobs.current()
+    if kn.row_path is not None:
+        return bool(kn.row_path)
+    if b >= kn.row_min_b_wide:
         return True
-    return v <= ROW_MAX_V and (use_p or b >= ROW_MIN_B_MINP)
+    return v <= kn.row_max_v and (use_p or b >= kn.row_min_b_minp)
 
 
 def row_config(b: int, v: int, interp: bool | None = None) -> dict[str, int]:
@@ -120,29 +84,32 @@ def row_config(b: int, v: int, interp: bool | None = None) -> dict[str, int]:
     the noise takes four columns per Philox call), ``FB`` (the exact search's tile, BLOCK / NP), ``ROWS`` (rows
     per program: 1 on a GPU), ``num_warps``; the split first pass's ``CHUNK`` (0: none), ``NCH`` chunks per
     row, ``NCHB`` (next_pow2(NCH), 0 without a split), ``BLOCK1``, ``num_warps1``."""
-    from . import interpreting
+    kn = knobs.current()
+    from .. import interpreting
 
     interp = interpreting() if interp is None else interp
     vp = max(4, triton.next_power_of_2(max(v, 1)))
-    block = min(vp, INTERP_ROW_BLOCK if interp else ROW_BLOCK if v <= ROW_MAX_V else ROW_BLOCK_WIDE)
-    rows = max(1, min(INTERP_TILE // block, triton.next_power_of_2(max(b, 1)))) if interp else 1
+    block = min(vp, kn.interp_row_block if interp else kn.row_block if v <= kn.row_max_v else kn.row_block_wide)
+    rows = max(1, min(kn.interp_tile // block, triton.next_power_of_2(max(b, 1)))) if interp else 1
     if interp:
-        chunk = INTERP_ROW_CHUNK or 0
-    elif ROW_CHUNK is not None:
-        chunk = ROW_CHUNK
+        chunk = kn.interp_row_chunk or 0
+    elif kn.row_chunk is not None:
+        chunk = kn.row_chunk
     else:
-        chunk = min(max(triton.next_power_of_2(triton.cdiv(b * v, ROW_TARGET_PROGRAMS)), ROW_MIN_CHUNK), ROW_MAX_CHUNK)
+        chunk = min(max(triton.next_power_of_2(triton.cdiv(b * v, kn.row_target_programs)), kn.row_min_chunk),
+                    kn.row_max_chunk)
     chunk = min(max(4, triton.next_power_of_2(chunk)), vp) if chunk else 0
     nch = triton.cdiv(v, chunk) if chunk else 0
-    block1 = min(chunk, block if interp else ROW_BLOCK1) if chunk else 0
-    return dict(BLOCK=block, FB=max(4, block // ROW_NP), NP=ROW_NP, ROWS=rows, num_warps=ROW_WARPS, CHUNK=chunk,
-                NCH=nch, NCHB=triton.next_power_of_2(nch) if nch else 0, BLOCK1=block1, num_warps1=ROW_WARPS1)
+    block1 = min(chunk, block if interp else kn.row_block1) if chunk else 0
+    return dict(BLOCK=block, FB=max(4, block // kn.row_np), NP=kn.row_np, ROWS=rows, num_warps=kn.row_warps,
+                CHUNK=chunk, NCH=nch, NCHB=triton.next_power_of_2(nch) if nch else 0, BLOCK1=block1,
+                num_warps1=kn.row_warps1)
 
 
 @triton.jit
 def _lane_pick(bv, bi, V):
     """(ROWS,) best score of the lanes and its column: the lowest column among the lanes holding the maximum
-    (all -inf: 0). :func:`..sampling._lane_reduce` for int32 columns (``V`` as the sentinel: 2^31 is no int32)."""
+    (all -inf: 0). :func:`.common._lane_reduce` for int32 columns (``V`` as the sentinel: 2^31 is no int32)."""
     best = tl.max(bv, axis=1)
     return best, tl.min(tl.where(bv == best[:, None], bi, V), axis=1).to(tl.int64)
 
@@ -346,7 +313,7 @@ def sample_rows(x: torch.Tensor, seed: torch.Tensor, ts: torch.Tensor | None, ps
         seed: int64 device tensor (its first element keys the Philox noise).
         ts / ps / mps: (B,) per-row temperature (float32) / top-p (float64) / min-p (float32), or None for
             the scalars; ban_t: (B or 1, V) bool/uint8 mask of banned tokens (row stride ``ban_stride``) or None.
-        scalars: ``(temperature, top_k, p, 1 - p, min_p)`` as :func:`..sampling._sample` prepares them.
+        scalars: ``(temperature, top_k, p, 1 - p, min_p)`` as :func:`.launch._sample` prepares them.
         out: (B,) int64, written and returned.
 
     Returns:
@@ -354,6 +321,7 @@ def sample_rows(x: torch.Tensor, seed: torch.Tensor, ts: torch.Tensor | None, ps
         :func:`rocm_inductor.providers.reference_sampling.sample_ref`). Raises nothing itself: the arguments are
         validated by ``rocm_inductor.ops.sampling`` before any provider runs.
     """
+    kn = knobs.current()
     b, v = x.shape
     if b == 0:
         return out
@@ -380,7 +348,7 @@ def sample_rows(x: torch.Tensor, seed: torch.Tensor, ts: torch.Tensor | None, ps
         dummy if mps is None else mps, sc, pm, pv, pi, out, b, v, nch, t_val, p_val, omp_val, minp_val,
         T_ROWS=ts is not None, P_ROWS=ps is not None, MINP_ROWS=mps is not None, USE_P=use_p, USE_MINP=use_minp,
         IS_PROBS=is_probs, HAS_BAN=ban_t is not None, BLOCK=cfg["BLOCK"], FB=cfg["FB"], NP=cfg["NP"],
-        TRIES=ROW_TRIES, ROWS=cfg["ROWS"], NCHB=cfg["NCHB"], num_warps=cfg["num_warps"], **FP_OPTIONS)
+        TRIES=kn.row_tries, ROWS=cfg["ROWS"], NCHB=cfg["NCHB"], num_warps=cfg["num_warps"], **FP_OPTIONS)
     return out
 
 
@@ -388,6 +356,7 @@ def aot_cases() -> list[dict[str, Any]]:
     """The row kernel (first pass split and in-kernel) and the split first pass at their GPU specialisations
     for V = 32000: float32 top-p alone and bf16 top-p + min-p with per-row parameters and a ban mask
     (preamble targets: sm_90, gfx942, gfx950)."""
+    kn = knobs.current()
     sig = {"X": "*fp32", "stride_x": "i32", "BAN": "*i1", "stride_ban": "i32", "SEED": "*i64", "T_PTR": "*fp32",
            "P_PTR": "*fp64", "MINP_PTR": "*fp32", "SC": "*fp32", "PM": "*fp32", "PV": "*fp32", "PI": "*i32",
            "OUT": "*i64", "B": "i32", "V": "i32", "NCH": "i32", "t_val": "fp32", "p_val": "fp32",
@@ -398,7 +367,7 @@ def aot_cases() -> list[dict[str, Any]]:
                                 "V", "NCH", "t_val")}
     flags1 = ("T_ROWS", "IS_PROBS", "HAS_BAN", "CHUNK", "BLOCK", "ROWS")
     cfg = row_config(64, 32000, interp=False)
-    consts = {"BLOCK": cfg["BLOCK"], "FB": cfg["FB"], "NP": cfg["NP"], "TRIES": ROW_TRIES, "ROWS": 1}
+    consts = {"BLOCK": cfg["BLOCK"], "FB": cfg["FB"], "NP": cfg["NP"], "TRIES": kn.row_tries, "ROWS": 1}
     cases = []
     for name, (dt, on) in AOT_FLAGS.items():
         for nchb in (0, cfg["NCHB"] or 8):
