@@ -96,15 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     tu.add_argument("--store", default=None, help="decision store directory (default: in Inductor's cache dir)")
     tu.add_argument("--full-compile", action="store_true", help="the whole compile, not only our passes")
     args = parser.parse_args(argv)
-    if args.command == "tune":
-        return _tune(parser, args)
-
-    from . import explain
-
+    prog = f"python -m rocm_inductor {args.command}"
+    tune = args.command == "tune"
     try:
-        model, inputs, kwargs = _unpack(_load(args.target)())
+        model, inputs, kwargs = _unpack(_load(args.target, modules=tune)())
     except UsageError as e:
-        print(f"python -m rocm_inductor explain: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     options = dict(kwargs.pop("options", None) or {})
     if args.options:
@@ -112,68 +109,24 @@ def main(argv: list[str] | None = None) -> int:
             options.update(json.loads(args.options))
         except json.JSONDecodeError as e:
             parser.error(f"--options is not JSON: {e}")
-    if args.provider:
+    if not tune and args.provider:
         options["provider"] = args.provider
-    if args.mode:
+    if not tune and args.mode:
         kwargs["mode"] = args.mode
     try:
-        rep = explain(model, *inputs, dry_run=args.dry_run, options=options or None, **kwargs)
+        if tune:
+            from .tuning import cli
+
+            text = cli.run(model, inputs, kwargs, options, args.store, args.full_compile)
+        else:
+            from . import explain
+
+            rep = explain(model, *inputs, dry_run=args.dry_run, options=options or None, **kwargs)
+            text = rep.to_json() if args.json else rep
     except (ValueError, TypeError) as e:
         if not str(e).startswith("rocm_fused"):  # the model's own error: its traceback is the user's to read
             raise
-        print(f"python -m rocm_inductor explain: error: {e}", file=sys.stderr)
-        return 2
-    print(rep.to_json() if args.json else rep)
-    return 0
-
-
-def _tune(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """The ``tune`` command (``rocm_inductor/tuning/cli.py``)."""
-    from .tuning import cli
-
-    try:
-        model, inputs, kwargs = _unpack(_load(args.target, modules=True)())
-    except UsageError as e:
-        print(f"python -m rocm_inductor tune: error: {e}", file=sys.stderr)
-        return 2
-    options = dict(kwargs.pop("options", None) or {})
-    if args.options:
-        try:
-            options.update(json.loads(args.options))
-        except json.JSONDecodeError as e:
-            parser.error(f"--options is not JSON: {e}")
-    try:
-        text = cli.run(model, inputs, kwargs, options, args.store, args.full_compile)
-    except (ValueError, TypeError) as e:
-        if not str(e).startswith("rocm_fused"):
-            raise
-        print(f"python -m rocm_inductor tune: error: {e}", file=sys.stderr)
-        return 2
-    print(text)
-    return 0
-
-
-def _tune(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """The ``tune`` command (``rocm_inductor/tuning/cli.py``)."""
-    from .tuning import cli
-
-    try:
-        model, inputs, kwargs = _unpack(_load(args.target, modules=True)())
-    except UsageError as e:
-        print(f"python -m rocm_inductor tune: error: {e}", file=sys.stderr)
-        return 2
-    options = dict(kwargs.pop("options", None) or {})
-    if args.options:
-        try:
-            options.update(json.loads(args.options))
-        except json.JSONDecodeError as e:
-            parser.error(f"--options is not JSON: {e}")
-    try:
-        text = cli.run(model, inputs, kwargs, options, args.store, args.full_compile)
-    except (ValueError, TypeError) as e:
-        if not str(e).startswith("rocm_fused"):
-            raise
-        print(f"python -m rocm_inductor tune: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     print(text)
     return 0
