@@ -27,7 +27,9 @@ class PassContext:
             by its replacement while it is traced, so the provider name is baked into the graph);
         last_spec: the ``(op, spec)`` of the last :meth:`choose` (a tuned pass's default ``tuning_spec``);
         decision: the tuning decision of the candidate being emitted (``rocm_inductor.tuning``; None: not
-            tuned), whose ``config`` an emit may bake in.
+            tuned), whose ``config`` an emit may bake in;
+        is_inference: what Inductor says of the graph (True: an inference graph, False: a training forward or
+            backward graph, None: this torch does not say).
     """
 
     options: Options
@@ -35,8 +37,18 @@ class PassContext:
     pending: Choice | None = None
     last_spec: tuple[str, dict[str, Any]] | None = None
     decision: Any = None
+    is_inference: bool | None = None
     _near: dict[str, NearMiss] = dataclasses.field(default_factory=dict)
     _matched: set[str] = dataclasses.field(default_factory=set)
+
+    def kept_output_text(self) -> str:
+        """Why a value that is also a graph output is kept, in words that fit this graph's kind."""
+        if self.is_inference:
+            return "the graph returns it (a model output, or a value used after this graph)"
+        if self.is_inference is False:
+            return "a training graph saves it for backward: compile under torch.no_grad() or torch.inference_mode()"
+        return ("a graph output: a training graph saving it for backward, or a value the model returns or uses "
+                "after this graph")
 
     def choose(self, op: str, spec: dict[str, Any], forced: str | None = None) -> Choice:
         """Provider for ``op`` under the options' forcing (or ``forced``: a tuning decision's winner), via
@@ -71,6 +83,11 @@ class PassContext:
 
 
 _CURRENT: list[PassContext] = []
+
+
+def running() -> PassContext | None:
+    """The context of the pass now running, or None outside a pass (texts shared with code run outside)."""
+    return _CURRENT[-1] if _CURRENT else None
 
 
 def current_context() -> PassContext:
