@@ -20,9 +20,16 @@ import torch
 from torch._inductor.custom_graph_pass import CustomGraphPass
 from torch.fx import Graph
 
+try:  # Inductor passes ``is_inference`` to a pass of this class (feature-guarded: not every torch has it)
+    from torch._inductor.custom_graph_pass import CustomInferenceAwareGraphPass as _PassBase
+except ImportError:  # pragma: no cover - older torch: the graph's kind stays unknown (None)
+    _PassBase = CustomGraphPass
+
 from .. import report as report_mod
 from ..options import Options
 from ..platform import PlatformDispatch
+from ..tuning import device as tuning_device
+from ..tuning.store import default_store
 from .canonicalize import canonicalize
 from .context import PassContext, active, current_context  # noqa: F401  (current_context: re-exported)
 
@@ -73,12 +80,13 @@ def _dump(graph: Graph, title: str) -> None:
 
 
 def source_files() -> list[pathlib.Path]:
-    """Every file whose content can change what our passes emit: the package's sources and its measured tables
-    (``*.json``: ``gemm_merge_tuned.json``, ``norm_gemm_tuned.json`` decide which rewrites are taken), sorted."""
+    """Every file of the package whose content can change what our passes emit: its sources and its shipped
+    tuning decisions (``*.json``: ``tuning/shipped/nvidia_h200.json`` decides which rewrites are taken), sorted.
+    The device's own decisions (the tuning store in Inductor's cache dir) join the key in :meth:`PassManager.uuid`."""
     return sorted([*_PKG.rglob("*.py"), *_PKG.rglob("*.json")])
 
 
-class PassManager(CustomGraphPass):
+class PassManager(_PassBase):
     """Runs our passes on each post-grad graph (see module docstring).
 
     Args:
@@ -126,7 +134,9 @@ class PassManager(CustomGraphPass):
                                    "reference)")
         return run, skipped
 
-    def __call__(self, graph: Graph) -> None:
+    def __call__(self, graph: Graph, is_inference: bool | None = None) -> None:
+        """Run the enabled passes on ``graph``; ``is_inference`` (from Inductor where it says) tells the passes'
+        near-miss texts whether a value kept as a graph output is saved for backward or returned."""
         if self.user_pass is not None:
             self.user_pass(graph)  # the user's own pre-pass: not ours to guard, its errors are its own
         plat = PlatformDispatch.platform()
@@ -137,7 +147,7 @@ class PassManager(CustomGraphPass):
                 rep.passes_skipped = {p.name: "level 0" for p in self.passes}
             report_mod.emit(rep)
             return
-        ctx = PassContext(self.options, rep)
+        ctx = PassContext(self.options, rep, is_inference=is_inference)
         snap = _snapshot(graph)
         try:
             with active(ctx):
@@ -174,6 +184,7 @@ class PassManager(CustomGraphPass):
             h.update(str(path.relative_to(_PKG)).encode())
             h.update(path.read_bytes())
         h.update(self.options.key().encode())
+        h.update(default_store().fingerprint(tuning_device.current()))
         h.update(str(PlatformDispatch.platform()).encode())
         h.update(repr(sorted(PlatformDispatch.versions().items())).encode())
         h.update(torch.__version__.encode())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -81,14 +82,8 @@ def _providers() -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out))
 
 
-def current(device_type: str = "cuda") -> DeviceKey:
-    """The key of device 0 of ``device_type`` (the innermost :func:`override` when one is active).
-
-    ``"cuda"`` covers ROCm too (HIP devices are ``torch.cuda`` devices); without a GPU, or for
-    ``device_type="cpu"``, the key is ``DeviceKey("cpu", "cpu", 0, ...)``.
-    """
-    if _OVERRIDE:
-        return _OVERRIDE[-1]
+@functools.lru_cache(maxsize=4)
+def _detect(device_type: str) -> DeviceKey:
     versions = dict(torch=str(torch.__version__), triton=_triton_version(), providers=_providers())
     if device_type == "cpu" or not torch.cuda.is_available():
         return DeviceKey("cpu", "cpu", 0, **versions)
@@ -98,6 +93,23 @@ def current(device_type: str = "cuda") -> DeviceKey:
     else:
         arch = f"sm_{props.major}{props.minor}"
     return DeviceKey(str(props.name), arch, int(props.multi_processor_count), **versions)
+
+
+def reset() -> None:
+    """Forget the detected keys (a test that patches the versions or the device)."""
+    _detect.cache_clear()
+
+
+def current(device_type: str = "cuda") -> DeviceKey:
+    """The key of device 0 of ``device_type`` (the innermost :func:`override` when one is active).
+
+    ``"cuda"`` covers ROCm too (HIP devices are ``torch.cuda`` devices); without a GPU, or for
+    ``device_type="cpu"``, the key is ``DeviceKey("cpu", "cpu", 0, ...)``. Detected once per process and device
+    type (:func:`reset` forgets it).
+    """
+    if _OVERRIDE:
+        return _OVERRIDE[-1]
+    return _detect("cpu" if device_type == "cpu" else "cuda")
 
 
 @contextlib.contextmanager

@@ -153,10 +153,11 @@ class DecisionStore:
     so concurrent compiles never read half a file (the last writer's entries win for a given op and signature).
     """
 
-    def __init__(self, root: Path | None = None, shipped: Path | None = SHIPPED_DIR) -> None:
+    def __init__(self, root: Path | None = None, shipped: Path | None | str = "packaged") -> None:
         """Args: root: the store directory (None: :func:`default_root`); shipped: the directory of shipped
-        entries (None: none)."""
+        entries (default: :data:`SHIPPED_DIR`; None: none)."""
         self.root = Path(root) if root is not None else default_root()
+        shipped = SHIPPED_DIR if shipped == "packaged" else shipped
         self.shipped_dir = Path(shipped) if shipped is not None else None
         self._cache: dict[str, tuple[int, dict[str, Any]]] = {}
         self._lock = threading.Lock()
@@ -193,22 +194,34 @@ class DecisionStore:
                 continue
         return out
 
-    def shipped(self, key: DeviceKey) -> list[Decision]:
-        """Shipped entries whose device matches ``key``: the same name (and arch, where the file names one)."""
+    def shipped_all(self) -> list[tuple[dict[str, Any], list[Decision]]]:
+        """Every shipped file's ``device`` (``{"name", "arch"}``) and decisions, in file-name order."""
         if self.shipped_dir is None or not self.shipped_dir.is_dir():
             return []
         out = []
         for path in sorted(self.shipped_dir.glob("*.json")):
             data = self._read(path)
-            dev = data.get("device") or {}
-            if dev.get("name") != key.name or dev.get("arch", key.arch) != key.arch:
-                continue
+            decisions = []
             for e in data.get("entries") or []:
                 try:
-                    out.append(Decision.from_json(e))
+                    decisions.append(Decision.from_json(e))
                 except (KeyError, TypeError):
                     continue
+            out.append((dict(data.get("device") or {}), decisions))
         return out
+
+    def shipped(self, key: DeviceKey) -> list[Decision]:
+        """Shipped entries whose device matches ``key``: the same name (and arch, where the file names one)."""
+        return [d for dev, ds in self.shipped_all()
+                if dev.get("name") == key.name and dev.get("arch", key.arch) == key.arch for d in ds]
+
+    def fingerprint(self, key: DeviceKey) -> bytes:
+        """The bytes of ``key``'s file (empty when it has none): what a compile's cache key must cover, since
+        the entries decide what the passes emit."""
+        try:
+            return self.path(key).read_bytes()
+        except OSError:
+            return b""
 
     # -- the interface -------------------------------------------------------------------------------------
     def lookup(self, key: DeviceKey, op: str, signature: str) -> Decision | None:
