@@ -1,5 +1,5 @@
 """``python -m rocm_inductor tune SCRIPT_OR_MODULE:FN`` on a tiny model, with the fake timer (``measure.FAKE_ENV``)
-and the tuner driven between the RMSNorm pass's gate and emit (``test_tuning_tuner.tuned``)."""
+and the RMSNorm pass tuned (``test_tuning_tuner.tuned``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The level-2 measure hook (``rocm_inductor/tuning/tuner.py``) with a fake timer and a fake device, on CPU.
 
-The RMSNorm pass's candidates go through the hook between gate and emit the way ``tuning.decide`` drives it
-(:func:`_tuned_gate`: the store's entry, else a measurement recorded in the store; the winner forced, or the
+The RMSNorm pass is made a tuned pass for these tests (``tuning_op``), so its candidates go through
+``tuning.decide`` (the store's entry, else a measurement recorded in the store; the winner forced, or the
 candidate left to Inductor), with the reference and Triton providers as the platform's candidates."""
 
 from __future__ import annotations
@@ -10,9 +10,6 @@ import pytest
 import torch
 
 from rocm_inductor import explain, policy
-from rocm_inductor.ops.rms_norm import norm_spec
-from rocm_inductor.passes.contract import Miss
-from rocm_inductor.passes.fx import val
 from rocm_inductor.passes.rms_norm import RMSNormPass
 from rocm_inductor.platform import PlatformDispatch
 from rocm_inductor.providers.triton import TritonProvider
@@ -23,35 +20,18 @@ FAKE = device.DeviceKey("Fake GPU", "sm_00", 4, "torch-x", "triton-y")
 
 @pytest.fixture
 def tuned(monkeypatch, tmp_path):
-    """Reference and Triton as the CPU's RMSNorm providers, a fake device, a store in ``tmp_path``, the hook
-    driven between the pass's gate and emit (as ``tuning.decide`` does), fresh tuner and worker state."""
+    """Reference and Triton as the CPU's RMSNorm providers, the RMSNorm pass tuned (``tuning_op``: the contract
+    then calls ``tuning.decide`` between its gate and emit), a fake device, the decision store in ``tmp_path``,
+    fresh tuner and worker state. Yields the store (read back by the tests)."""
     monkeypatch.setitem(policy.PROVIDER_ORDER, "cpu", {"rms_norm": ("reference", "triton")})
     PlatformDispatch.reset_all()
-    st = store.DecisionStore(tmp_path / "store", shipped=None)
-    gate = RMSNormPass.gate
-
-    def tuned_gate(self, graph, ctx, cand, params):
-        choice = gate(self, graph, ctx, cand, params)
-        op, spec = "rms_norm", norm_spec(val(params.x), val(params.w), params.offset, False)
-        ctx.last_spec = (op, spec)
-        key = device.current()
-        d = st.lookup(key, op, store.signature(op, spec))
-        if d is None:
-            d = tuner.TUNER(ctx, self, graph, cand, params, choice)
-            if d is not None:
-                st.record(key, d)
-        if d is None:
-            return choice
-        if d.winner == "inductor":
-            raise Miss(f"measured slower than Inductor ({d.times_line()})")
-        return PlatformDispatch.choose(op, spec, d.winner)
-
-    monkeypatch.setattr(RMSNormPass, "gate", tuned_gate)
+    monkeypatch.setenv(store.ROOT_ENV, str(tmp_path / "store"))
+    monkeypatch.setattr(RMSNormPass, "tuning_op", "rms_norm", raising=False)
     monkeypatch.setattr(RMSNormPass, "prepare", lambda self, graph, ctx: None)  # every norm through the gate
     tuner.TUNER.reset()
     worker.reset()
     with device.override(FAKE):
-        yield st
+        yield store.DecisionStore(tmp_path / "store", shipped=None)
     worker.reset()
     tuner.TUNER.reset()
     PlatformDispatch.reset_all()
