@@ -77,6 +77,7 @@ def resolve(mode: str | None, options: dict[str, Any] | Options | None) -> tuple
         patches[PASS_HOOK] = PassManager(opts, user_pass=user if callable(user) else None)
     if level == 2:
         from .lowerings import gemm_config_patches
+        from .tuning import tuner  # noqa: F401  (installs the measure hook: level 2 measures what the store lacks)
 
         patches.update(gemm_config_patches(opts))
     patches.update(opts.inductor_config)  # the user's own Inductor patches win over the level's

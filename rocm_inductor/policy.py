@@ -77,7 +77,7 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         #   us as separate cuBLAS GEMMs at M = 1-32; gate/up 18.5 / 22.4 vs 23.4 / 23.3 us at M = 1 / 8,
         #   slower at M = 4 and 32; Qwen3-0.6B q/k/v and gate/up faster at M = 1, 8, 32.
         #   The provider's check() takes only shapes/M buckets its measured table
-        #   (providers/triton/gemm_merge_tuned.json) says are faster than separate cuBLAS on this GPU.
+        #   (tuning/shipped/nvidia_h200.json, the merged_gemm entries) says are faster than separate cuBLAS on this GPU.
         "merged_gemm": ("triton",),
         # rms_norm_gemm: the same kernel with the RMSNorm as its prologue (one launch where the GEMM's config is
         #   the full-K GEMV tile; else the norm kernel, then the GEMM).
@@ -87,66 +87,27 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 #: Passes enabled by default per platform (a user's ``options={"passes": {...}}`` wins; forcing a
-#: provider turns every pass on). CPU: off (nothing to gain over Inductor's C++ code).
+#: provider turns every pass on). CPU: off (nothing to gain over Inductor's C++ code). These are the defaults
+#: where nothing was measured; the measurements behind the CUDA choices are entries of
+#: ``tuning/shipped/nvidia_h200.json`` (each with its results file and row) and the runs cited here.
 PASS_DEFAULTS: dict[str, dict[str, bool]] = {
-    # sigmoid_gate, rocm: on. Reason: one graph-safe Triton op under HIP graph capture/padding (no vendor has
-    #   one); not yet measured on MI300X/MI355X: the benchmark (benchmarks/ops/bench_sigmoid_gate.py) must confirm.
-    # sigmoid_gate, cuda: OFF. Measured on the H200 (2026-11-29, benchmarks/RESULTS.md): the op alone is
-    #   0.94x / 0.99x / 1.00x Inductor's fused kernel at (1, 4096) / (32, 4096) / (2048, 8192) bf16, and in
-    #   context (Qwen3-Next's strided gate slice + o_proj) 0.87x / 0.87x / 0.85x, because the extern op stops
-    #   Inductor from fusing the slice/transpose copies into the gate.
-    # sampling, cuda: ON. Measured on the H200 (2026-11-29, benchmarks/RESULTS.md): the split-row Triton
-    #   sampler is 2.3-3.0x Inductor's compiled HF chain at B = 1 and 1.2-1.5x eager at B = 16; Inductor
-    #   crashes compiling that chain for any batch > 1 (torch 2.11 SplitScan codegen), which the rewrite
-    #   avoids. At B = 64 it is level with eager (0.95x at V=32000, 1.04x at V=128256).
-    # sampling, rocm: on (the fork's sampler takes device seed/offset, docs/vendors.md); not measured here.
-    # rope: OFF. Measured on the H200 (2026-11-29, benchmarks/RESULTS.md): the rewritten HF graph
-    #   (pass[triton]) is 1.25-1.29x Inductor at 1 token for (32|64, 8, 128) heads but 0.33-0.6x from 32
-    #   tokens up (the extern op needs its own q/k/cos/sin layouts, copies Inductor fuses away); the op alone
-    #   is 0.85-1.24x.
-    #   ROCm: off too until measured there. Enable with options={"passes": {"rope": True}}.
-    # attention, cuda: ON. Measured on the H200 (2026-12-01, benchmarks/RESULTS.md "Decode attention"): the whole
-    #   decode step with every layer's attention on our split-KV kernel runs 1.09x / 1.39x / 2.15x Inductor at
-    #   B = 1 / 8 / 32 (Llama-3.2-1B, 1024 slots), 1.26x / 2.16x / 3.70x at 4096 slots, gemma-2b 1.02x / 1.14x /
-    #   1.41x, Qwen3-0.6B B=1 1.08x; never below 1.00x where measured.
-    # attention, rocm: OFF until measured on MI300X/MI355X: the kernel is verified on CPU (interpreter) and in
-    #   gfx942/gfx950 AOT compiles only (no scratch; SGPRs spill to VGPR lanes in the split-KV variant). Enable
-    #   with options={"passes": {"attention": True}}.
-    # all_reduce_norm: OFF everywhere. Not measured: it needs 2 GPUs (benchmarks/ops/bench_tp.py); the
-    #   CPU gloo tests show only that it matches and is exact. Enable with options={"passes":
-    #   {"all_reduce_norm": True}} (it rewrites what the rms_norm pass left, so keep that pass on).
-    # gemm_merge, cuda: ON. Measured on the H200 (2026-12-01, benchmarks/results/decode_gemm.csv, torch 2.11):
-    #   Llama-3.2-1B decode step 1.197x / 1.101x / 1.042x Inductor at B = 1 / 8 / 32 (1300.6 vs 1556.4,
-    #   1940.4 vs 2136.2, 3862.1 vs 4025.7 us; Inductor freezing 1506.2 us at B = 1), Qwen3-0.6B 1.234x at
-    #   B = 1. Only merges the measured table (providers/triton/gemm_merge_tuned.json) says win are taken
-    #   (Llama: q/k/v at every M, gate/up at M = 1 and 8); on a GPU with table entries, unmeasured shapes are
-    #   refused ("not measured", a near-miss) unless ROCM_FUSED_GEMM_UNMEASURED=1.
-    #   Singles (H200, 2026-12-01 15:33 UTC, benchmarks/results/decode_gemm.csv, runs/decode_gemm_layer.csv): single
-    #   GEMMs are taken only where the table has ours > 3% faster than cuBLAS (measured_single; unmeasured: silent).
-    #   Taken: M=1 Llama o_proj 4.27 vs 6.57 us, down_proj 10.45 vs 14.58, lm_head 120.26 vs 129.02; Qwen3
-    #   o_proj 3.16 vs 12.84, down_proj 3.83 vs 7.42, lm_head 72.96 vs 80.97; M=8 Qwen3 o_proj 5.66 vs 6.02,
-    #   down_proj 6.29 vs 7.75; M=32 Qwen3 down_proj 7.34 vs 8.08. Refused (near-misses with the numbers): M=8
-    #   Llama o_proj 6.98 vs 6.38, down_proj 15.79 vs 14.76, lm_head 131.69 vs 132.62 (< 3%), Qwen3 lm_head
-    #   84.81 vs 82.88; M=32 Llama o_proj 7.10 vs 6.58, down_proj 15.16 vs 15.02, lm_head 145.44 vs 138.30, Qwen3
-    #   o_proj 6.60 vs 5.95, lm_head 88.18 vs 87.05. Llama gate/up at M=32 re-swept: 22.03 vs 24.36 (now taken),
-    #   q/k/v 8.64 vs 18.42. Step, only gemm_merge on: Llama 1.373x / 1.090x / 1.057x Inductor at B = 1 / 8 / 32
-    #   (1151.9 vs 1581.1, 1949.5 vs 2125.4, 3800.9 vs 4015.7 us; Inductor freezing 1521.8 / 2052.1 / 3936.3),
-    #   Qwen3 1.105x / 1.032x at B = 8 / 32 (2787.9 vs 3079.6, 6382.8 vs 6588.5); Qwen3 B=1 with singles and
-    #   Qwen3 freezing not run (budget).
-    # gemm_merge, rocm: OFF: verified on CPU stand-ins and gfx942/gfx950 AOT compiles only.
-    # norm_gemm, cuda: ON (it only folds what rms_norm and gemm_merge rewrote). Measured on the H200 (2026-12-01,
-    #   torch 2.11.0+cu130, triton 3.6.0, benchmarks/results/runs/norm_gemm_pair.csv, runs/decode_step.csv): the
-    #   (add + RMSNorm, merged GEMM) pair at M = 1 in one launch with the measured prologue tiles vs our norm
-    #   kernel + the GEMM: Llama-3.2-1B q/k/v 6.14 vs 6.80 us, gate/up 18.65 vs 19.00; Qwen3-0.6B q/k/v 4.91 vs
-    #   5.81, gate/up 6.05 vs 6.63. Decode step at B = 1 with the platform defaults + gemm_merge: Llama 1026.2 ->
-    #   1001.0 us, Qwen3 1137.1 -> 1085.7 (logits bitwise equal to the unfolded graph in the Llama rms_norm +
-    #   gemm_merge run); with only rms_norm + gemm_merge on, Llama 1163.6 -> 1166.3 (within the 14 us spread).
-    #   Taken only where a measured prologue tile won (providers/triton/norm_gemm_tuned.json: M = 1 today); other
-    #   shapes and M are near-misses. The measured steps also folded the final norm into lm_head on the GEMM's own
-    #   tile, which the shipped check refuses (never measured as a pair). The shipped build, 2026-12-02
-    #   (runs/decode_step.csv): Llama B = 1 1027.4 -> 994.4 us, Qwen3 B = 1 1128.1 -> 1064.4 (Qwen3 q/k/v on
-    #   its re-measured n4 w2 tile); B = 8 / 32 unchanged (refused: no M > 1 tile).
-    # norm_gemm, rocm: OFF with gemm_merge (verified on CPU stand-ins and gfx942/gfx950 AOT compiles only).
+    # sigmoid_gate, cuda: OFF: slower than Inductor in context (shipped "sigmoid_gate" entries; runs/sigmoid_gate.csv,
+    #   run 2026-11-29-gate, rows "ctx"): the extern op stops Inductor fusing the gate slice/transpose copies.
+    # sigmoid_gate, rocm: on: one graph-safe Triton op under HIP graphs (no vendor has one); not measured there
+    #   (benchmarks/ops/bench_sigmoid_gate.py).
+    # sampling, cuda: ON (runs/sampling.csv; benchmarks/RESULTS.md "Sampling"); Inductor crashes compiling the HF
+    #   chain for batch > 1 (torch 2.11 SplitScan codegen), which the rewrite avoids. rocm: on, not measured.
+    # rope: OFF: the rewritten HF graph wins at 1 token and loses from 32 tokens up (shipped "rope" entries;
+    #   runs/rope.csv, run 2026-11-29-rope, rows "inductor" / "pass[triton]"). ROCm: off until measured.
+    # attention, cuda: ON: faster than Inductor at every measured shape (runs/attention_layer.csv, run 2026-12-01;
+    #   decode step: runs/decode_attention.csv). rocm: OFF until measured (CPU interpreter and gfx942/gfx950 AOT
+    #   compiles only).
+    # all_reduce_norm: OFF everywhere: needs 2 GPUs to measure (benchmarks/ops/bench_tp.py).
+    # gemm_merge, cuda: ON; only merges / singles whose entry wins are taken (shipped "merged_gemm" entries from
+    #   runs/decode_gemm_layer.csv; decode steps runs/decode_gemm.csv); a GPU or shape without an entry is a
+    #   near-miss ("not measured") unless ROCM_FUSED_GEMM_UNMEASURED=1. rocm: OFF (CPU stand-ins and AOT only).
+    # norm_gemm, cuda: ON; folds only where a measured prologue tile beat the two launches (shipped
+    #   "rms_norm_gemm" entries from runs/norm_gemm_pair.csv; decode steps runs/decode_step.csv). rocm: OFF.
     "rocm": {"rms_norm": True, "sigmoid_gate": True, "sampling": True, "rope": False, "attention": False,
              "all_reduce_norm": False, "gemm_merge": False, "norm_gemm": False},
     "cuda": {"rms_norm": True, "sigmoid_gate": False, "sampling": True, "rope": False, "attention": True,
@@ -156,10 +117,8 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
 
 #: Smallest normalised size (the last dim) at which an RMSNorm is rewritten by default, per platform; a forced
 #: provider rewrites every size.
-#: - cuda: 512, so per-head q/k norms (head_dim 64-256: Qwen3, Gemma 3) stay with Inductor. Measured on the
-#:   H200 (2026-11-29, benchmarks/RESULTS.md, decode benchmark): Qwen3-0.6B with its q/k norms rewritten ran
-#:   0.93x / 0.96x / 0.99x Inductor at B = 1 / 8 / 32: Inductor fuses the q/k norm with the transpose and
-#:   RoPE that follow (one kernel), our extern op splits that into two kernels per norm, 56 more per step.
-#: - rocm: 0 (every size, the vendor-kernel default, docs/vendors.md); not measured here, and the same fusion argument
-#:   says to measure q/k norms on MI300X before trusting it.
+#: - cuda: 512, so per-head q/k norms (head_dim 64-256: Qwen3, Gemma 3) stay with Inductor, which fuses them
+#:   with the transpose and RoPE that follow (shipped "rms_norm" entry, hidden=128; runs/decode.csv, run
+#:   2026-11-29-decode-qk-norms).
+#: - rocm: 0 (every size, the vendor-kernel default, docs/vendors.md); not measured here.
 NORM_MIN_HIDDEN: dict[str, int] = {"cuda": 512, "rocm": 0, "cpu": 0}

@@ -116,7 +116,10 @@ class Match:
         of the user's code when the node's stack trace has it; note: why better-ranked providers were
         skipped (``"flashinfer: weight is float32, ..."``), empty when the first choice took it, or a short
         remark (RoPE: ``"on-the-fly"`` / ``"cached table [5, 32]"``); detail: the full text of a note
-        shortened for the table (JSON and the DEBUG log carry it; empty when ``note`` says it all).
+        shortened for the table (JSON and the DEBUG log carry it; empty when ``note`` says it all);
+        provenance: where a tuned pass's decision came from (``rocm_inductor.tuning``): ``"measured now on
+        ..."``, ``"store (measured on this device earlier): ..."``, ``"shipped:<gpu> (<results file, row>)"``
+        or ``"default (not measured on this device: ...)"``; empty for a pass that is not tuned.
     """
 
     pass_name: str
@@ -127,6 +130,7 @@ class Match:
     location: str = ""
     note: str = ""
     detail: str = ""
+    provenance: str = ""
 
 
 @dataclasses.dataclass
@@ -172,6 +176,13 @@ class GemmChoice:
 def gemm_lines(gemms: list[GemmChoice]) -> list[str]:
     """:meth:`GemmChoice.line` of each distinct decision, first-seen order, ``"15 x "`` before repeated ones."""
     counts = Counter(g.line() for g in gemms)
+    return [line if n == 1 else f"{n} x {line}" for line, n in counts.items()]
+
+
+def decision_lines(matches: list[Match]) -> list[str]:
+    """One line per distinct tuned decision of ``matches`` (first-seen order, ``"3 x "`` before repeated ones):
+    ``decision merged_gemm 1x2048->2048/512/512 [triton]: shipped:NVIDIA H200 (...): triton 5.4us, ...``."""
+    counts = Counter(f"decision {m.op} {m.shape} [{m.provider}]: {m.provenance}" for m in matches if m.provenance)
     return [line if n == 1 else f"{n} x {line}" for line, n in counts.items()]
 
 
@@ -252,6 +263,7 @@ class GraphReport:
         if any(m.detail for m in self.matches):
             lines.append("  (notes shortened: full text in report.to_json() and the DEBUG log, "
                          "TORCH_LOGS=\"+rocm_fused\")")
+        lines += [f"  {line}" for line in decision_lines(self.matches)]
         lines += [f"  {line}" for line in gemm_lines(self.gemms)]
         return "\n".join(lines)
 

@@ -159,11 +159,11 @@ def test_cache_key_covers_options():
 
 
 def test_cache_key_covers_the_measured_tables():
-    """The tables decide which merges and folds are taken: a table edit must not reuse a cached graph."""
+    """The shipped decisions decide which merges and folds are taken: an edit must not reuse a cached graph."""
     from rocm_inductor.passes.manager import source_files
 
     names = {p.name for p in source_files()}
-    assert {"gemm_merge_tuned.json", "norm_gemm_tuned.json", "manager.py"} <= names
+    assert {"nvidia_h200.json", "manager.py"} <= names
 
 
 def _boom(*a, **k):

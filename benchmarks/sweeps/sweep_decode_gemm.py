@@ -1,5 +1,5 @@
 """Config sweep of the merged decode GEMM (issue 19): every config of ``sweep_configs`` per shape and M, the
-best written to the table the launcher reads (``gemm_merge_tuned.json``), plus the per-layer table.
+best written to a table of rows (``gemm_merge_tuned.json``), plus the per-layer table.
 
 Shapes: Llama-3.2-1B and Qwen3-0.6B q/k/v, gate/up (merges; K = hidden) and the single GEMMs k_proj,
 lm_head (K = hidden), o_proj (K = heads x head_dim, N = hidden) and down_proj (K = intermediate, N = hidden),
@@ -12,10 +12,11 @@ replays (CUDA events) with the weights rotated over copies > 2x L2, so every cal
 separate cuBLAS (``F.linear`` per weight), one cuBLAS GEMM on concatenated weights (multi-GEMM groups) and the
 HBM floor at the measured copy bandwidth. Outputs under ``--out``: ``decode_gemm_sweep.csv`` (every config),
 ``decode_gemm_layer.csv|md`` (best config per shape vs cuBLAS), ``gemm_merge_tuned.json`` (also written to
-``--table``, the file ``providers/triton/gemm_tables.py`` reads).
+``--table``; ``ROCM_FUSED_GEMM_TABLE=<file>`` makes ``providers/triton/gemm_tables.py`` read it). The package
+ships the rows as tuning decisions: ``scripts/convert_tuned_tables.py --gemm $OUT/gemm_merge_tuned.json ...``
+writes ``rocm_inductor/tuning/shipped/<gpu>.json``.
 
-    python benchmarks/sweeps/sweep_decode_gemm.py --out $OUT \
-        --table rocm_inductor/providers/triton/gemm_merge_tuned.json
+    python benchmarks/sweeps/sweep_decode_gemm.py --out $OUT
     python benchmarks/sweeps/sweep_decode_gemm.py --tiny --device cpu --out /tmp/x      # smoke test (interpreter)
 """
 

@@ -25,6 +25,9 @@ class PassContext:
         options: the compile's options; report: this graph's report;
         pending: the provider choice of the match being replaced (set by a pass's ``extra_check``, read
             by its replacement while it is traced, so the provider name is baked into the graph);
+        last_spec: the ``(op, spec)`` of the last :meth:`choose` (a tuned pass's default ``tuning_spec``);
+        decision: the tuning decision of the candidate being emitted (``rocm_inductor.tuning``; None: not
+            tuned), whose ``config`` an emit may bake in;
         is_inference: what Inductor says of the graph (True: an inference graph, False: a training forward or
             backward graph, None: this torch does not say).
     """
@@ -32,6 +35,8 @@ class PassContext:
     options: Options
     report: GraphReport
     pending: Choice | None = None
+    last_spec: tuple[str, dict[str, Any]] | None = None
+    decision: Any = None
     is_inference: bool | None = None
     _near: dict[str, NearMiss] = dataclasses.field(default_factory=dict)
     _matched: set[str] = dataclasses.field(default_factory=set)
@@ -45,9 +50,11 @@ class PassContext:
         return ("a graph output: a training graph saving it for backward, or a value the model returns or uses "
                 "after this graph")
 
-    def choose(self, op: str, spec: dict[str, Any]) -> Choice:
-        """Provider for ``op`` under the options' forcing, via :class:`PlatformDispatch`."""
-        return PlatformDispatch.choose(op, spec, self.options.provider_for(op))
+    def choose(self, op: str, spec: dict[str, Any], forced: str | None = None) -> Choice:
+        """Provider for ``op`` under the options' forcing (or ``forced``: a tuning decision's winner), via
+        :class:`PlatformDispatch`; remembers ``(op, spec)`` as :attr:`last_spec`."""
+        self.last_spec = (op, spec)
+        return PlatformDispatch.choose(op, spec, forced or self.options.provider_for(op))
 
     def matched(self, anchor: str, m: Match) -> None:
         """Record a rewrite anchored at node ``anchor`` (drops any earlier near-miss of that anchor).

@@ -20,6 +20,10 @@ The steps, each small and testable alone:
 ``gate(graph, ctx, cand, params) -> Choice``
     Compile-time verification of the region against the op's reference, the policy (sizes left to Inductor),
     and the provider choice (:meth:`~rocm_inductor.passes.context.PassContext.choose`), or :class:`Miss`.
+``tuning`` (passes that declare ``tuning_op``)
+    :func:`rocm_inductor.tuning.decide.decide`: the decision store's entry for the candidate's op and spec
+    (``tuning_spec``); level 2 measures a missing one. A decision for Inductor is a near-miss with the times;
+    a provider winner is forced; the match records where the decision came from (``Match.provenance``).
 ``emit(graph, ctx, cand, params, choice) -> Match | list[Match] | None``
     The graph edit; returns what was rewritten (``None``: nothing to record, e.g. a candidate that another
     rewrite already consumed).
@@ -40,6 +44,8 @@ from torch.fx import Graph, Node
 
 from ..platform import Choice
 from ..report import Match, NearMiss, location_of
+from ..tuning import decide as tuning_decide
+from ..tuning import device as tuning_device
 from .context import PassContext
 
 
@@ -98,6 +104,15 @@ class RewritePass:
     name: str = ""
     ops: tuple[str, ...] = ()
     enabled_by_provider: bool = True
+    #: The op whose decisions the tuning store keeps for this pass (``rocm_inductor.tuning``); None: not tuned.
+    tuning_op: str | None = None
+
+    def tuning_spec(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Any,
+                    choice: Choice) -> dict[str, Any] | None:
+        """The spec the candidate's tuning decision is keyed by (``tuning.store.signature``); default: the spec
+        the gate last chose a provider for, when it was for one of this pass's ops. None: not tuned."""
+        last = ctx.last_spec
+        return last[1] if last is not None and last[0] in self.ops else None
 
     def prepare(self, graph: Graph, ctx: PassContext) -> None:
         """The literal fast path (pattern matcher); nothing by default."""
@@ -136,6 +151,17 @@ class RewritePass:
         run_pass(self, graph, ctx)
 
 
+def bucket_spec(spec: dict[str, Any] | None, op: str) -> dict[str, Any] | None:
+    """A GEMM spec with ``m`` replaced by the measured M whose row decides it (the merged GEMM's bucket rule,
+    ``providers/triton/gemm_tables.py:decided_m``); unchanged when no row covers it."""
+    if spec is None:
+        return None
+    from ..providers.triton.gemm_tables import decided_m
+
+    m = decided_m(spec, op)
+    return spec if m is None else {**spec, "m": m}
+
+
 def choose_or_miss(ctx: PassContext, op: str, spec: dict[str, Any]) -> Choice:
     """The provider choice for ``op`` (``ctx.choose``), set as ``ctx.pending`` for the replacement.
 
@@ -159,6 +185,26 @@ def record_miss(ctx: PassContext, pass_name: str, cand: Candidate, miss: Miss) -
                       overwrite=miss.overwrite)
 
 
+def tuned(p: RewritePass, graph: Graph, ctx: PassContext, cand: Candidate, params: Any,
+          choice: Choice) -> tuple[Choice, Any]:
+    """The tuning step (:func:`rocm_inductor.tuning.decide.decide`) for a pass with ``tuning_op``.
+
+    Returns:
+        ``(choice, decision)``: the choice to emit with; the decision (None: not tuned).
+
+    Raises:
+        Miss: the decision leaves the candidate to Inductor ("measured slower than Inductor on ...").
+    """
+    if p.tuning_op is None:
+        return choice, None
+    new, decision = tuning_decide.decide(ctx, p, graph, cand, params, choice)
+    if new is None:
+        spec = ctx.last_spec[1] if ctx.last_spec else {}
+        key = tuning_device.current(tuning_decide.device_type(spec))
+        raise Miss(tuning_decide.slower_reason(decision, key))
+    return new, decision
+
+
 def run_pass(p: Any, graph: Graph, ctx: PassContext) -> None:
     """Drive one pass over ``graph``: ``prepare``, then each candidate through read -> gate -> emit, recording
     its match or near-miss, then ``finish``. A pass that is not a :class:`RewritePass` is called as
@@ -173,12 +219,19 @@ def run_pass(p: Any, graph: Graph, ctx: PassContext) -> None:
             continue
         try:
             params = p.read(graph, ctx, cand)
+            ctx.last_spec = None
             choice = p.gate(graph, ctx, cand, params)
-            ctx.pending = choice
+            choice, decision = tuned(p, graph, ctx, cand, params, choice)
+            ctx.pending, ctx.decision = choice, decision
             records = p.emit(graph, ctx, cand, params, choice)
         except Miss as miss:
             record_miss(ctx, p.name, cand, miss)
             continue
+        finally:
+            ctx.decision = None
         for rec in records if isinstance(records, list) else [records] if records is not None else []:
+            if decision is not None and not rec.provenance:
+                rec.provenance = tuning_decide.provenance(decision, tuning_device.current(
+                    tuning_decide.device_type(ctx.last_spec[1] if ctx.last_spec else {})))
             ctx.matched(cand.anchor.name, rec)
     p.finish(graph, ctx)

@@ -28,6 +28,8 @@ except ImportError:  # pragma: no cover - older torch: the graph's kind stays un
 from .. import report as report_mod
 from ..options import Options
 from ..platform import PlatformDispatch
+from ..tuning import device as tuning_device
+from ..tuning.store import default_store
 from .canonicalize import canonicalize
 from .context import PassContext, active, current_context  # noqa: F401  (current_context: re-exported)
 
@@ -78,8 +80,9 @@ def _dump(graph: Graph, title: str) -> None:
 
 
 def source_files() -> list[pathlib.Path]:
-    """Every file whose content can change what our passes emit: the package's sources and its measured tables
-    (``*.json``: ``gemm_merge_tuned.json``, ``norm_gemm_tuned.json`` decide which rewrites are taken), sorted."""
+    """Every file of the package whose content can change what our passes emit: its sources and its shipped
+    tuning decisions (``*.json``: ``tuning/shipped/nvidia_h200.json`` decides which rewrites are taken), sorted.
+    The device's own decisions (the tuning store in Inductor's cache dir) join the key in :meth:`PassManager.uuid`."""
     return sorted([*_PKG.rglob("*.py"), *_PKG.rglob("*.json")])
 
 
@@ -181,6 +184,7 @@ class PassManager(_PassBase):
             h.update(str(path.relative_to(_PKG)).encode())
             h.update(path.read_bytes())
         h.update(self.options.key().encode())
+        h.update(default_store().fingerprint(tuning_device.current()))
         h.update(str(PlatformDispatch.platform()).encode())
         h.update(repr(sorted(PlatformDispatch.versions().items())).encode())
         h.update(torch.__version__.encode())

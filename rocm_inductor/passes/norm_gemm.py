@@ -15,7 +15,7 @@ Left alone, each a near-miss with its reason:
   reorder);
 - a weight or bias of the GEMMs that is ``y`` itself (or its (M, K) view: ``F.linear(y, y)``) or ``s``;
 - what the provider refuses (the Triton provider, on a GPU: a shape or M without a measured prologue tile that beat
-  the two launches, ``providers/triton/norm_gemm_tuned.json``: the fold is a speed choice).
+  the two launches, ``rms_norm_gemm`` entries of ``tuning/shipped/nvidia_h200.json``: the fold is a speed choice).
 Left alone silently: a merged GEMM whose activation is not a norm's output (o_proj, down_proj).
 
 On CUDA by default only where measured faster (``policy.PASS_DEFAULTS``); like ``gemm_merge`` it is not
@@ -39,7 +39,7 @@ from ..registry import ops_of
 from ..report import Match as MatchRecord
 from ..report import dtype_name, location_of
 from .context import PassContext
-from .contract import Candidate, Miss, RewritePass
+from .contract import Candidate, Miss, RewritePass, bucket_spec
 from .fx import RESHAPES, insert_call, is_call, val
 from .gemm_merge import bucket_text, var_ranges
 
@@ -144,6 +144,13 @@ class NormGemmPass(RewritePass):
     #: As gemm_merge: not switched on by a forced global ``provider=`` (it would change every CPU test's op counts).
     enabled_by_provider = False
 
+    tuning_op = "rms_norm_gemm"
+
+    def tuning_spec(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Fold,
+                    choice: Choice) -> dict[str, Any] | None:
+        """The gate's spec with M replaced by the measured M whose row decided it (``gemm_tables.decided_m``)."""
+        return bucket_spec(super().tuning_spec(graph, ctx, cand, params, choice), self.tuning_op)
+
     def prepare(self, graph: Graph, ctx: PassContext) -> None:
         """Drop the per-GEMM reshapes gemm_merge left without readers (they would count as readers of y)."""
         graph.eliminate_dead_code()
@@ -158,7 +165,7 @@ class NormGemmPass(RewritePass):
         return _read(graph, ctx, cand.anchor)
 
     def gate(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Fold) -> Choice:
-        """The provider (the Triton one takes only measured shapes: ``providers/triton/norm_gemm_tuned.json``)."""
+        """The provider (the Triton one takes only measured shapes: the tuning store's ``rms_norm_gemm`` entries)."""
         nx, res, nw, _, offset = params.nargs
         spec = norm_gemm_spec(val(nx), val(res), val(nw), float(offset), [val(w) for w in params.weights],
                               [val(b) for b in params.biases], params.decision.m_upper)

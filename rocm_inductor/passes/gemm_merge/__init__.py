@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 from torch.fx import Graph, Node
@@ -71,7 +72,7 @@ from ...registry import ops_of
 from ...report import Match as MatchRecord
 from ...report import dtype_name, location_of
 from ..context import PassContext
-from ..contract import Candidate, Miss, RewritePass
+from ..contract import Candidate, Miss, RewritePass, bucket_spec
 from ..fx import RESHAPES, fake_eval, val  # noqa: F401  (RESHAPES: importable here)
 from .group import (  # noqa: F401  (VIEWS, Gemm, dtype_name_of: importable here)
     VIEWS,
@@ -102,6 +103,13 @@ class GemmMergePass(RewritePass):
     #: Not switched on by a forced global ``provider=`` (the CPU tests and example force ``"reference"``):
     #: only the CUDA default, ``passes={"gemm_merge": True}`` or ``providers={"merged_gemm": ...}``.
     enabled_by_provider = False
+    tuning_op = "merged_gemm"
+
+    def tuning_spec(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Merge,
+                    choice: Choice) -> dict[str, Any] | None:
+        """The gate's spec with M replaced by the measured M whose row decided it (``gemm_tables.decided_m``:
+        the bucket rule), so the decision names the row it came from."""
+        return bucket_spec(super().tuning_spec(graph, ctx, cand, params, choice), self.tuning_op)
 
     def find(self, graph: Graph, ctx: PassContext) -> Iterable[Candidate]:
         """The GEMMs grouped by activation, in report order (:func:`group.candidates`)."""

@@ -44,8 +44,8 @@ class Knobs:
             (``gemm_merge.pick_config``); off: the default config.
         unmeasured: take merges (and RMSNorm folds) of shapes or GPUs the measured tables have no entry for
             (the first call then tunes them); off: refused as "not measured".
-        table: the merged GEMM's measured table file (None: the packaged ``gemm_merge_tuned.json``).
-        norm_table: the RMSNorm prologue's measured table file (None: the packaged ``norm_gemm_tuned.json``).
+        table: the merged GEMM's measured table file (None: the tuning store's ``merged_gemm`` entries).
+        norm_table: the RMSNorm prologue's measured table file (None: the tuning store's ``rms_norm_gemm`` entries).
     """
 
     pdl: bool | None = False

@@ -1,47 +1,56 @@
-"""What the device measured: the merged GEMM's and the RMSNorm prologue's measured tables, read and filtered.
+"""What the device measured: the merged GEMM's and the RMSNorm prologue's measured rows, read and filtered.
 
-Two JSON files next to this module, both ``{"entries": [...]}`` with one entry per (GPU name, K, Ns, dtype, M):
+The rows are decisions of the tuning store (``rocm_inductor/tuning``), read back as rows by
+``tuning/tables.py:rows`` (one row per GPU name, K, Ns, dtype and M): the shipped entries of every GPU model
+(``tuning/shipped/*.json``, converted from the measured tables by ``scripts/convert_tuned_tables.py``), and this
+device's own store entries (measured here at level 2), which come first and replace a shipped row of the same shape.
 
-- ``gemm_merge_tuned.json`` (:data:`TABLE_PATH`): ``benchmarks/sweeps/sweep_decode_gemm.py`` times
+- merged GEMM rows (op ``merged_gemm``): ``benchmarks/sweeps/sweep_decode_gemm.py`` times
   ``gemm_configs.sweep_configs`` per shape and M and writes the fastest, with ours vs separate cuBLAS GEMMs. The
   launcher runs its config first (:func:`table_config`: the smallest measured M >= m), and ``gemm_merge.check``
   refuses merges it says lose (:func:`measured_loss`) and single GEMMs it does not have faster
-  (:func:`measured_single`). ``ROCM_FUSED_GEMM_TABLE`` names another file (``gemm_knobs``).
-- ``norm_gemm_tuned.json`` (:data:`NORM_TABLE_PATH`): the RMSNorm prologue tiles of
-  ``benchmarks/ops/bench_norm_gemm_pair.py --tiles`` (:func:`prologue_config`).
+  (:func:`measured_single`). ``ROCM_FUSED_GEMM_TABLE`` (``gemm_knobs``) names a table file of rows instead (the
+  sweep's output, ``{"entries": [rows]}``).
+- RMSNorm prologue rows (op ``rms_norm_gemm``): the tiles of ``benchmarks/ops/bench_norm_gemm_pair.py --tiles``
+  (:func:`prologue_config`); ``gemm_knobs.override(norm_table=<file>)`` names a table file instead.
 
-Each function answers one question from the table's rows and the device's name; only :func:`load_table` reads a
-file (once per path) and only :func:`_device_name` asks the driver.
+Each function answers one question from the rows and the device's name; only :func:`load_table` reads (files once
+per path, the store through its own per-file cache) and only :func:`_device_name` asks the driver.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
 
+from ...tuning import device as tuning_device
+from ...tuning import tables as tuning_tables
+from ...tuning.store import default_store
 from .._gemm_limits import single_slower, single_unmeasured
 from . import gemm_knobs as knobs
 from .gemm_configs import Config, prologue_fits
 
-#: Configs picked by ``benchmarks/sweeps/sweep_decode_gemm.py`` (per GPU name, shape and M), with the times of ours
-#: and of separate cuBLAS GEMMs. ``ROCM_FUSED_GEMM_TABLE`` (:attr:`gemm_knobs.Knobs.table`) names another file
-#: (the sweep writes there).
-TABLE_PATH = os.path.join(os.path.dirname(__file__), "gemm_merge_tuned.json")
+#: What the refusals name as the source of the rows.
+TABLE_NAME = "tuning store: merged_gemm"
 _TABLE_CACHE: dict[str, Any] = {}
 
 
-def load_table(path: str | None = None) -> list[dict]:
-    """Entries of the measured table (empty when the file is absent or unreadable); read once per path.
+def load_table(path: str | None = None, op: str = tuning_tables.GEMM_OP) -> list[dict]:
+    """Rows of ``op`` (``"merged_gemm"`` or ``"rms_norm_gemm"``): of the table file ``path`` (else
+    ``ROCM_FUSED_GEMM_TABLE`` for the GEMM; read once per path; empty when absent or unreadable), else of the
+    tuning store (this device's entries, then every GPU model's shipped entries).
 
-    Each entry: ``device`` (``torch.cuda.get_device_name``), ``m``, ``k``, ``ns`` (list), ``dtype`` (e.g.
+    Each GEMM row: ``device`` (``torch.cuda.get_device_name``), ``m``, ``k``, ``ns`` (list), ``dtype`` (e.g.
     ``"bfloat16"``), ``config`` (the :class:`Config` fields), ``ours_us``, ``separate_us`` (cuBLAS, one GEMM
-    per weight), both us per call in CUDA graphs with the weights streaming from HBM.
+    per weight), both us per call in CUDA graphs with the weights streaming from HBM (``tuning/tables.py``).
     """
     import json
 
-    path = path or knobs.current().table or TABLE_PATH
+    if path is None and op == tuning_tables.GEMM_OP:
+        path = knobs.current().table
+    if path is None:
+        return _store_rows(op)
     if path not in _TABLE_CACHE:
         try:
             with open(path) as f:
@@ -49,6 +58,19 @@ def load_table(path: str | None = None) -> list[dict]:
         except (OSError, ValueError):
             _TABLE_CACHE[path] = []
     return _TABLE_CACHE[path]
+
+
+def _store_rows(op: str) -> list[dict]:
+    store = default_store()
+    key = tuning_device.current()
+    own = [d for d in store.entries(key, op) if d.source == "store"]
+    out = tuning_tables.rows(own, key.name)
+    have = {(r["k"], tuple(r["ns"]), r["dtype"], r["m"]) for r in out}
+    for dev, decisions in store.shipped_all():
+        name = dev.get("name", "")
+        rows = tuning_tables.rows([d for d in decisions if d.op == op], name)
+        out += [r for r in rows if name != key.name or (r["k"], tuple(r["ns"]), r["dtype"], r["m"]) not in have]
+    return out
 
 
 def _device_name() -> str | None:
@@ -68,14 +90,14 @@ def spec_device(spec: dict[str, Any]) -> str | None:
 
 
 def table_entries(k: int, ns: tuple[int, ...], dtype: torch.dtype, device: str | None = None,
-                  path: str | None = None) -> list[dict]:
-    """Entries for this device, K, Ns and dtype, sorted by M, of the table at ``path`` (:func:`load_table`'s
-    default: this GEMM's; ``norm_gemm`` passes its prologue table)."""
+                  path: str | None = None, op: str = tuning_tables.GEMM_OP) -> list[dict]:
+    """Rows for this device, K, Ns and dtype, sorted by M, of ``op`` at ``path`` (:func:`load_table`'s
+    default: this GEMM's rows; ``norm_gemm`` passes ``op="rms_norm_gemm"``)."""
     device = device or _device_name()
     if device is None:
         return []
     dt = str(dtype).replace("torch.", "")
-    return sorted((e for e in load_table(path) if e.get("device") == device and e.get("k") == k
+    return sorted((e for e in load_table(path, op) if e.get("device") == device and e.get("k") == k
                    and tuple(e.get("ns", ())) == tuple(ns) and e.get("dtype") == dt), key=lambda e: e["m"])
 
 
@@ -97,6 +119,19 @@ def _bucket_entries(entries: list[dict], m: int | None, hi: int, beyond: dict | 
     if cover is None:
         return []
     return [cover] if m is not None else [e for e in entries if e["m"] <= cover["m"]]
+
+
+def decided_m(spec: dict[str, Any], op: str = tuning_tables.GEMM_OP, device: str | None = None) -> int | None:
+    """The measured M whose row decides ``spec`` on this device (static M: the smallest measured M >= m; symbolic
+    M: the row covering ``m_upper``), or None when no row covers it (the tuning store's signature of the
+    decision: ``rocm_inductor.tuning``)."""
+    k, ns = spec.get("k"), spec.get("ns")
+    hi = spec.get("m") if spec.get("m") is not None else spec.get("m_upper")
+    device = device or spec_device(spec)
+    if k is None or not ns or None in ns or hi is None or device is None:
+        return None
+    rows = table_entries(k, tuple(ns), spec.get("dtype"), device, None, op)
+    return next((e["m"] for e in rows if e["m"] >= hi), None)
 
 
 def measured_loss(spec: dict[str, Any], device: str | None = None) -> str | None:
@@ -128,7 +163,7 @@ def measured_loss(spec: dict[str, Any], device: str | None = None) -> str | None
     for e in _bucket_entries(entries, m, hi, entries[-1]):
         if e["ours_us"] >= e["separate_us"]:
             return (f"measured slower than separate cuBLAS GEMMs on {e['device']} at M={e['m']}: "
-                    f"{e['ours_us']:.1f} vs {e['separate_us']:.1f} us (gemm_merge_tuned.json)")
+                    f"{e['ours_us']:.1f} vs {e['separate_us']:.1f} us ({TABLE_NAME})")
     return None
 
 
@@ -136,7 +171,7 @@ def measured_loss(spec: dict[str, Any], device: str | None = None) -> str | None
 #: above the spread of cuBLAS's own time for one weight set across the table's M rows (H200, 2026-12-01:
 #: Llama-3.2-1B q/k/v separate 18.02-18.35 us at M = 1-32, 1.8%): a single GEMM gains nothing but speed, so a
 #: tie within timing noise stays with cuBLAS (and Inductor keeps fusing around it).
-SINGLE_MIN_GAIN = 0.03
+SINGLE_MIN_GAIN = tuning_tables.SINGLE_MIN_GAIN  # 0.03, shared with the shipped decisions' winners
 
 
 def measured_single(spec: dict[str, Any], device: str | None = None) -> str | None:
@@ -163,7 +198,7 @@ def measured_single(spec: dict[str, Any], device: str | None = None) -> str | No
     for e in look:
         if e["ours_us"] >= e["separate_us"] * (1 - SINGLE_MIN_GAIN):
             return single_slower(f" (by > {SINGLE_MIN_GAIN:.0%}) on {e['device']} at M={e['m']}: "
-                                 f"{e['ours_us']:.2f} vs cuBLAS {e['separate_us']:.2f} us (gemm_merge_tuned.json)")
+                                 f"{e['ours_us']:.2f} vs cuBLAS {e['separate_us']:.2f} us ({TABLE_NAME})")
     return None
 
 
@@ -175,14 +210,14 @@ def measured_single(spec: dict[str, Any], device: str | None = None) -> str | No
 #: prologue: 6.54-6.68), gate/up 18.65 vs 19.00; Qwen3-0.6B q/k/v 4.91 vs 5.81, gate/up 6.05 vs 6.63. Re-measured
 #: 2026-12-02 (same GPU and versions, 2-3 runs in one process, warps 2-16, results/norm_gemm_pair_repeat_*.md):
 #: Llama q/k/v n4 w4 6.15 median (6.00-6.16), Qwen3 q/k/v now n4 w2 4.78 (4.70-4.82; n16 w8 4.91-5.09),
-#: gate/up picks unchanged (within 0.05 us of the best). :attr:`gemm_knobs.Knobs.norm_table` names another file.
-NORM_TABLE_PATH = os.path.join(os.path.dirname(__file__), "norm_gemm_tuned.json")
+#: gate/up picks unchanged (within 0.05 us of the best). :attr:`gemm_knobs.Knobs.norm_table` names a table file
+#: instead. The rows are the store's ``rms_norm_gemm`` decisions (``tuning/shipped/nvidia_h200.json``).
 
 
 def prologue_config(m: int, k: int, ns: tuple[int, ...], dtype: torch.dtype, device: str | None) -> Config | None:
     """The measured prologue tile of the smallest measured M >= ``m`` on ``device``, where it beat the two launches.
 
-    The table (:data:`NORM_TABLE_PATH`, read by :func:`load_table`) has the GEMM table's fields, with
+    The rows (op ``rms_norm_gemm``, read by :func:`load_table`) have the GEMM rows' fields, with
     ``fused_us`` (one launch) and ``pair_us`` (our norm kernel + the GEMM) for the times.
 
     Args:
@@ -193,8 +228,8 @@ def prologue_config(m: int, k: int, ns: tuple[int, ...], dtype: torch.dtype, dev
         a :class:`gemm_configs.Config` whose BLOCK_M covers ``m`` and which takes the prologue, else None (the
         caller uses the GEMM's own config).
     """
-    path = knobs.current().norm_table or NORM_TABLE_PATH
-    row = next((e for e in table_entries(k, ns, dtype, device, path) if e["m"] >= m), None)
+    path = knobs.current().norm_table
+    row = next((e for e in table_entries(k, ns, dtype, device, path, tuning_tables.NORM_OP) if e["m"] >= m), None)
     if row is None or row["fused_us"] >= row["pair_us"]:
         return None
     cfg = Config(**row["config"])

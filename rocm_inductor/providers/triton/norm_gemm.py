@@ -74,10 +74,10 @@ def check(spec: dict[str, Any], device: str | None = None) -> str | None:
         return why
     m, k, ns = spec.get("m"), spec.get("k"), tuple(spec.get("ns") or ())
     if m is None:
-        return "symbolic M: prologue tiles are measured per static M (norm_gemm_tuned.json)"
+        return "symbolic M: prologue tiles are measured per static M (tuning store: rms_norm_gemm)"
     if prologue_config(m, k, ns, spec.get("dtype"), device) is None:
         return (f"no measured prologue tile beats the norm kernel + GEMM at M={m} K={k} N {'/'.join(map(str, ns))} "
-                f"on {device} (norm_gemm_tuned.json; benchmarks/ops/bench_norm_gemm_pair.py --tiles)")
+                f"on {device} (tuning store: rms_norm_gemm; benchmarks/ops/bench_norm_gemm_pair.py --tiles)")
     return None
 
 

@@ -1,0 +1,97 @@
+"""The merged GEMM's and the RMSNorm prologue's measured rows as store decisions, and back.
+
+The GEMM sweep (``benchmarks/sweeps/sweep_decode_gemm.py``) and the prologue-tile benchmark
+(``benchmarks/ops/bench_norm_gemm_pair.py --tiles``) write rows; the package ships them as decisions
+(``tuning/shipped/*.json``, written by ``scripts/convert_tuned_tables.py``), and ``providers/triton/gemm_tables.py``
+reads them back as rows (:func:`rows`), so its bucket rules (smallest measured M >= m) keep one form.
+
+Rows (us per call in CUDA graphs, weights streaming from HBM):
+
+- GEMM: ``device``, ``m``, ``k``, ``ns`` (list), ``dtype`` (``"bfloat16"``), ``config`` (the
+  ``gemm_configs.Config`` fields), ``ours_us``, ``separate_us`` (cuBLAS, one GEMM per weight), ``concat_us`` (one
+  cuBLAS GEMM of the concatenated weights; ``""`` where not measured), ``floor_us`` (HBM floor), ``group``;
+- prologue: the same keys up to ``config``, then ``fused_us`` (one launch) and ``pair_us`` (our norm kernel + the
+  GEMM).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .store import Decision, parse_signature, signature
+
+GEMM_OP = "merged_gemm"
+NORM_OP = "rms_norm_gemm"
+
+#: A single GEMM is taken only when ours beats cuBLAS by more than this fraction: the winner of a single's
+#: decision, and ``providers/triton/gemm_tables.py:SINGLE_MIN_GAIN`` (which says why) for its refusals.
+SINGLE_MIN_GAIN = 0.03
+
+#: The results file of the GEMM rows (one row per model, group and M, with its run id).
+GEMM_EVIDENCE = "benchmarks/results/runs/decode_gemm_layer.csv"
+#: The results file of the prologue rows.
+NORM_EVIDENCE = "benchmarks/results/runs/norm_gemm_pair.csv"
+
+_GROUP = re.compile(r", (?P<group>[^,]+) M=\d+$")
+
+
+def _sig(row: dict[str, Any]) -> str:
+    return signature(GEMM_OP, {"dtype": row["dtype"], "k": row["k"], "ns": tuple(row["ns"]), "m": row["m"]})
+
+
+def gemm_decision(row: dict[str, Any], source: str, run_id: str = "") -> Decision:
+    """The decision of one GEMM row: winner ``"triton"`` where ours beat separate cuBLAS (a single GEMM: by more
+    than :data:`SINGLE_MIN_GAIN`), else ``"inductor"`` (the GEMMs stay with cuBLAS through Inductor)."""
+    ours, sep = float(row["ours_us"]), float(row["separate_us"])
+    single = len(row["ns"]) == 1
+    wins = ours < sep * (1 - SINGLE_MIN_GAIN) if single else ours < sep
+    times = {"triton": ours, "inductor": sep, "hbm_floor": row.get("floor_us")}
+    if row.get("concat_us") not in ("", None):
+        times["cublas_concat"] = row["concat_us"]
+    run = f", run {run_id}" if run_id else ""
+    return Decision(GEMM_OP, _sig(row), "triton" if wins else "inductor", dict(row["config"]),
+                    {k: v for k, v in times.items() if v is not None}, source,
+                    f"{GEMM_EVIDENCE}{run}, {row.get('group', '')} M={row['m']}")
+
+
+def norm_decision(row: dict[str, Any], source: str) -> Decision:
+    """The decision of one prologue row: ``"triton"`` (fold) where one launch beat the pair, else ``"inductor"``
+    (leave the norm and the GEMM as the earlier passes rewrote them)."""
+    fused, pair = float(row["fused_us"]), float(row["pair_us"])
+    return Decision(NORM_OP, _sig(row), "triton" if fused < pair else "inductor", dict(row["config"]),
+                    {"triton": fused, "unfolded": pair}, source,
+                    f"{NORM_EVIDENCE}, fused vs pair ours, K={row['k']} M={row['m']}")
+
+
+def row(d: Decision, device: str) -> dict[str, Any]:
+    """The table row of decision ``d`` (the inverse of :func:`gemm_decision` / :func:`norm_decision`), for
+    ``device`` (the GPU name the row is for).
+
+    Raises:
+        KeyError: ``d`` lacks the row's signature fields or times.
+    """
+    f = parse_signature(d.signature)
+    out: dict[str, Any] = {"device": device, "m": int(f["m"]), "k": int(f["k"]),
+                           "ns": [int(n) for n in f["ns"].split("/")], "dtype": f["dtype"],
+                           "config": dict(d.config or {})}
+    t = d.times_us
+    if d.op == NORM_OP:
+        out.update(fused_us=t["triton"], pair_us=t["unfolded"])
+        return out
+    g = _GROUP.search(d.evidence)
+    out.update(ours_us=t["triton"], separate_us=t["inductor"], concat_us=t.get("cublas_concat", ""),
+               floor_us=t.get("hbm_floor"), group=g.group("group") if g else "")
+    return out
+
+
+def rows(decisions: list[Decision], device: str) -> list[dict[str, Any]]:
+    """:func:`row` of each decision that has a static M and the times a row needs (level-2 decisions of a
+    symbolic M bucket have no row)."""
+    out = []
+    for d in decisions:
+        try:
+            out.append(row(d, device))
+        except (KeyError, ValueError):
+            continue
+    return out

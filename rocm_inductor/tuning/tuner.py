@@ -1,0 +1,180 @@
+"""Level 2's measurements: the :data:`rocm_inductor.tuning.decide.measure_hook` that times a candidate on the device.
+
+Importing this module installs :data:`TUNER` as ``decide.measure_hook`` (the backend imports it at level 2). For
+a candidate the store has no decision for, :meth:`Tuner.__call__`:
+
+1. lists the candidates: each provider of ``policy.PROVIDER_ORDER`` available here whose ``check`` takes the spec
+   (a "not measured" refusal is no refusal here: measuring is the point), the gate's choice first; for the
+   merged GEMM ops with the Triton provider, each kernel config of ``gemm_configs.short_configs`` (every config
+   of ``sweep_configs`` with ``ROCM_FUSED_TUNE_GEMM_CONFIGS=sweep``);
+2. cuts the window (``window.cut``: the region plus the neighbours Inductor would fuse with it);
+3. has the worker (``worker.client``) compile and time the baseline and every candidate, numerics checked;
+4. returns a :class:`~rocm_inductor.tuning.store.Decision` with ``source="measured"``, every candidate's time,
+   the winner (a provider, or ``"inductor"`` unless ours is faster by more than :data:`MIN_GAIN`) and its config.
+
+Without a GPU (or for CPU tensors) nothing is measured: the hook returns ``None``, the default stays, and
+:attr:`Tuner.skipped` says ``"not measured: no GPU"``. The fake timer (``measure.FAKE_ENV``) stands in for tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from ..platform import PlatformDispatch
+from ..providers import get_provider
+from ..refusal import NOT_MEASURED, kind_of
+from . import decide, measure, worker
+from .store import Decision, signature
+from .window import WindowError, cut
+
+log = logging.getLogger("rocm_inductor")
+
+#: Ops whose Triton kernel takes a launch config (the merged GEMM and its RMSNorm-prologue form).
+GEMM_OPS = frozenset({"merged_gemm", "rms_norm_gemm"})
+#: Env var: ``"sweep"`` times every config of ``gemm_configs.sweep_configs`` (default: ``short_configs``).
+CONFIGS_ENV = "ROCM_FUSED_TUNE_GEMM_CONFIGS"
+#: How much faster than the baseline ours must be to win: within it the default (no extern op, Inductor free to
+#: fuse) is kept. A margin for the timer's noise, not a measured threshold.
+MIN_GAIN = 0.01
+
+
+@dataclasses.dataclass
+class Measured:
+    """One measurement of this process: the decision and what the window held (for the CLI's table)."""
+
+    decision: Decision
+    window_nodes: int
+    refused: dict[str, str]
+
+
+class Tuner:
+    """The measure hook (see module docstring).
+
+    Attributes:
+        measured: every measurement made in this process, in order; skipped: ``(op, signature, reason)`` of
+            every candidate not measured; progress: called with a one-line description before each measurement
+            (the CLI's progress bar), or None.
+    """
+
+    def __init__(self) -> None:
+        self.measured: list[Measured] = []
+        self.skipped: list[tuple[str, str, str]] = []
+        self.progress: Callable[[str], None] | None = None
+
+    def reset(self) -> None:
+        """Forget this process's measurements (tests; the worker's cache is ``worker.reset``)."""
+        self.measured.clear()
+        self.skipped.clear()
+
+    def _skip(self, op: str, sig: str, why: str) -> None:
+        if not any(s[:2] == (op, sig) for s in self.skipped):
+            log.info("rocm_fused tuning: %s %s %s; keeping the default", op, sig, why)
+        self.skipped.append((op, sig, why))
+
+    def __call__(self, ctx: Any, pass_: Any, graph: Any, cand: Any, params: Any, choice: Any) -> Decision | None:
+        """Measure one candidate (the pass contract's arguments between ``gate`` and ``emit``).
+
+        Returns:
+            The measured :class:`Decision`, or None (not measured: no GPU, the window cannot be cut, the
+            baseline does not compile; the reason is in :attr:`skipped`).
+        """
+        target = _target(ctx, pass_, graph, cand, params, choice)
+        if target is None:
+            return None
+        op, spec = target
+        sig = signature(op, spec)
+        t = measure.timer()
+        why = t.available()
+        if why is None and spec.get("device_type") == "cpu" and t.name != "fake":
+            why = "CPU tensors"
+        if why is not None:
+            self._skip(op, sig, f"not measured: {why}")
+            return None
+        providers = usable_providers(ctx, op, spec, getattr(choice, "provider", None))
+        if not providers:
+            self._skip(op, sig, "not measured: no provider takes it")
+            return None
+        try:
+            win = cut(graph, pass_, ctx, cand, params, providers, op)
+        except WindowError as e:
+            self._skip(op, sig, f"not measured: {e}")
+            return None
+        configs = {p: gemm_configs(spec) for p in providers if p == "triton" and op in GEMM_OPS}
+        configs = {p: c for p, c in configs.items() if c}
+        job = worker.Job(win.key() + repr(sorted(configs.items())), op, win.base, win.ours, win.inputs, configs)
+        if self.progress is not None:
+            self.progress(f"{op} {sig}")
+        res = worker.client().run(job)
+        if res.error is not None:
+            self._skip(op, sig, f"not measured: {res.error}")
+            return None
+        d = decision_of(op, sig, res, len(win.region), len(win.neighbours))
+        self.measured.append(Measured(d, len(win.region) + len(win.neighbours) + len(win.views), dict(res.refused)))
+        return d
+
+
+def _target(ctx: Any, pass_: Any, graph: Any, cand: Any, params: Any, choice: Any) -> tuple[str, dict] | None:
+    """(op, spec) of the candidate: the store's own rule (``decide.tuning_target``) where it has one, else the
+    spec the gate last chose a provider for."""
+    rule = getattr(decide, "tuning_target", None)
+    if rule is not None:
+        return rule(ctx, pass_, graph, cand, params, choice)
+    last = getattr(ctx, "last_spec", None)
+    return tuple(last) if last is not None else None
+
+
+def usable_providers(ctx: Any, op: str, spec: dict[str, Any], chosen: str | None) -> list[str]:
+    """The providers to measure for ``op``: ``chosen`` (the gate's) first, then every other provider of the
+    platform's order that is available and whose ``check`` takes ``spec`` (a "not measured" refusal counts as
+    taking it)."""
+    names, _ = PlatformDispatch.candidates(op, ctx.options.provider_for(op))
+    out = [chosen] if chosen else []
+    for name in names:
+        if name in out:
+            continue
+        why = get_provider(name).check(op, spec)
+        if why is None or kind_of(why) == NOT_MEASURED:
+            out.append(name)
+    return out
+
+
+def gemm_configs(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Triton merged GEMM's configs to force for ``spec`` (static M, K and Ns; else none: the launcher's own
+    pick runs), as ``Config`` field dicts."""
+    m, k, ns, dtype = spec.get("m"), spec.get("k"), spec.get("ns"), spec.get("dtype")
+    if m is None and spec.get("m_upper") is not None:
+        m = spec["m_upper"]
+    if not isinstance(m, int) or not isinstance(k, int) or not ns or None in ns or dtype is None:
+        return []
+    from ..providers.triton import gemm_configs as gc
+
+    if m > gc.MAX_M:
+        return []
+    make = gc.sweep_configs if os.environ.get(CONFIGS_ENV) == "sweep" else gc.short_configs
+    return [dataclasses.asdict(c) for c in make(m, tuple(ns), k, dtype, gc._sms(), gc.warp_size())]
+
+
+def decision_of(op: str, sig: str, res: worker.Result, region: int, neighbours: int) -> Decision:
+    """The :class:`Decision` of a worker result: the fastest candidate wins if it beats the baseline by more than
+    :data:`MIN_GAIN`, else ``"inductor"``; the evidence names the window and every refusal."""
+    base_label = worker.BASELINE if worker.BASELINE in res.times else "eager"
+    base = res.times[base_label]
+    ours = {k: v for k, v in res.times.items() if k != base_label}
+    best = min(ours, key=ours.get, default=None)
+    if best is not None and ours[best] < base * (1 - MIN_GAIN):
+        winner, config = best.split(":")[0], res.configs.get(best)
+    else:
+        winner, config = "inductor", None
+    parts = [f"window: region of {region} nodes + {neighbours} fusible neighbours, {res.copies} input sets per "
+             f"replay; baseline {base_label}"]
+    parts += [f"refused {k}: {v}" for k, v in res.refused.items()]
+    return Decision(op, sig, winner, config, dict(res.times), "measured", "; ".join(parts))
+
+
+#: The process's tuner, installed as ``decide.measure_hook``.
+TUNER = Tuner()
+decide.measure_hook = TUNER
