@@ -106,3 +106,62 @@ def test_hf_llama_static_cache_gpu():
     assert sum(c.report.count("decode_attention") for c in seen) == cfg.num_hidden_layers, report
     err = float((out.float() - ref).abs().max() / ref.abs().max())
     assert err < 2e-2, (err, report)
+
+
+def _gpt_oss64(q, k, v, mask, sinks, scale):
+    """float64 GPT-OSS eager attention with sinks (transformers models/gpt_oss/modeling_gpt_oss.py)."""
+    g = q.shape[1] // k.shape[1]
+    kd, vd = (t.double().repeat_interleave(g, dim=1) for t in (k, v))
+    s = q.double() @ kd.transpose(-1, -2) * scale + mask.double()
+    col = sinks.double().view(1, -1, 1, 1).expand(q.shape[0], -1, q.shape[2], 1)
+    return torch.softmax(torch.cat([s, col], -1), -1)[..., :-1] @ vd
+
+
+@pytest.mark.parametrize("b,lkv", [(1, 4096), (32, 128)], ids=["split-full-layer", "unsplit-window"])
+def test_triton_sinks_gpt_oss_shapes(b, lkv):
+    """GPT-OSS-20B's attention shape (64 q / 8 kv heads, D 64, bf16, HF's additive finfo.min mask) with sinks on
+    the Triton kernel: a full layer at B = 1 (split-KV: the sink in the combine) and a 128-slot sliding-window
+    layer at B = 32 (unsplit: the sink in the store); row 0 fully masked (graph padding) gives zeros."""
+    torch.manual_seed(0)
+    hq, hkv, d = 64, 8, 64
+    q = torch.randn(b, hq, 1, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(b, hkv, lkv, d, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(b, hkv, lkv, d, device="cuda", dtype=torch.bfloat16)
+    sinks = torch.randn(hq, device="cuda", dtype=torch.bfloat16) * 2
+    keep = (torch.arange(lkv, device="cuda") <= lkv * 3 // 4).view(1, 1, 1, lkv).expand(b, 1, 1, lkv).clone()
+    keep[0] = False
+    mask = torch.zeros(keep.shape, device="cuda", dtype=torch.bfloat16).masked_fill(~keep, torch.finfo(
+        torch.bfloat16).min)
+    out = torch.ops.rocm_fused.decode_attention(q, k, v, mask, d ** -0.5, "triton", sinks=sinks)
+    assert torch.equal(out[0], torch.zeros_like(out[0]))
+    torch.testing.assert_close(out.double(), _gpt_oss64(q, k, v, mask, sinks, d ** -0.5), atol=1.6e-2, rtol=1.6e-2)
+    base = torch.ops.rocm_fused.decode_attention(q, k, v, mask, d ** -0.5, "triton")
+    none = torch.full_like(sinks, float("-inf"))
+    assert torch.equal(torch.ops.rocm_fused.decode_attention(q, k, v, mask, d ** -0.5, "triton", sinks=none), base)
+
+
+def test_gpt_oss_attention_with_sinks_rewritten_gpu():
+    """GPT-OSS's eager attention (transformers' own function) with sinks, bf16 on the GPU: one decode_attention
+    with sinks from the Triton provider, within bf16 tolerance of float64."""
+    gpt_oss = pytest.importorskip("transformers.models.gpt_oss.modeling_gpt_oss")
+    torch.manual_seed(0)
+    b, hq, hkv, lkv, d = 4, 16, 2, 256, 64
+    module = torch.nn.Module()
+    module.num_key_value_groups, module.training = hq // hkv, False
+    module.sinks = torch.nn.Parameter(torch.randn(hq, device="cuda", dtype=torch.bfloat16))
+    q = torch.randn(b, hq, 1, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(b, hkv, lkv, d, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(b, hkv, lkv, d, device="cuda", dtype=torch.bfloat16)
+    keep = (torch.arange(lkv, device="cuda") <= 200).view(1, 1, 1, lkv)
+    mask = torch.zeros(keep.shape, device="cuda", dtype=torch.bfloat16).masked_fill(~keep, torch.finfo(
+        torch.bfloat16).min)
+
+    def fn(q, k, v, mask):
+        return gpt_oss.eager_attention_forward(module, q, k, v, mask, d ** -0.5)[0]
+
+    out, seen = compile_run(fn, q, k, v, mask, options={"provider": "triton"})
+    report = "\n".join(str(c.report) for c in seen)
+    assert sum(c.after[OP] for c in seen) == 1, report
+    assert any("with sinks" in m.note for c in seen for m in c.report.matches), report
+    want = _gpt_oss64(q, k, v, mask, module.sinks.detach(), d ** -0.5).transpose(1, 2)
+    torch.testing.assert_close(out.double(), want, atol=1.6e-2, rtol=1.6e-2)

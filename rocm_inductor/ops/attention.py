@@ -9,22 +9,32 @@ mapping of HF's ``repeat_kv`` and gpt-fast's ``repeat_interleave(g, dim=1)``):
     s_j  = -inf where not mask[b, h, i, j]   (boolean mask, True = attend: SDPA's convention)
     out[b, h, i] = sum_j softmax(s)_j * v[b, h // g, j]                (float32, rounded once to q.dtype)
 
-A row whose every score is ``-inf`` (the mask removes every key) returns zeros, as SDPA does on torch >= 2.5
-(``_safe_softmax``; seen on torch 2.13 CPU for boolean and additive masks). Scores, softmax and the weighted
+With ``sinks`` (one logit per query head, GPT-OSS's attention sinks: transformers
+models/gpt_oss/modeling_gpt_oss.py ``eager_attention_forward``, ``softmax(cat([s, sink], -1))[..., :-1]``) the
+sink joins the softmax's max and denominator and contributes no value:
+
+    m = max(max_j s_j, sinks[h]);   out[b, h, i] = sum_j exp(s_j - m) v[b, h // g, j] / (sum_j exp(s_j - m)
+                                                                                        + exp(sinks[h] - m))
+
+A row whose every score is ``-inf`` (the mask removes every key) returns zeros: without sinks as SDPA does on
+torch >= 2.5 (``_safe_softmax``; seen on torch 2.13 CPU for boolean and additive masks), with sinks because the
+denominator is the sink's alone (what GPT-OSS's eager code gives for such a row, ``finfo.min`` or ``-inf``
+masked). ``sinks=None`` is the op without sinks, bit for bit. Scores, softmax and the weighted
 sum are float32; the output is rounded once (eager's flash/efficient kernels also round the probabilities to
 the input dtype before ``P @ V``; one rounding is within the numerics contract, docs/ops.md). The op never repeats K/V:
 providers read each kv head once for its ``g`` query heads.
 
 Shapes: q (B, Hq, Lq, D); k (B, Hkv, Lkv, D); v (B, Hkv, Lkv, Dv); ``Hq % Hkv == 0``; mask ``None`` or 4D
 broadcastable to (B, Hq, Lq, Lkv) (each dim 1 or full), bool or a float dtype. q, k, v share one dtype
-(float16/bfloat16/float32) and device. Output (B, Hq, Lq, Dv), contiguous, q's dtype. B = 0 gives an empty
+(float16/bfloat16/float32) and device; sinks ``None`` or (Hq,) float32 or q's dtype (GPT-OSS keeps them in the
+model's dtype), q's device. Output (B, Hq, Lq, Dv), contiguous, q's dtype. B = 0 gives an empty
 output. Functional (``mutates_args=()``).
 
 Compile-time spec keys read by providers' ``check`` (built by :func:`attention_spec`):
     dtype, head_dim, v_head_dim, q_len, kv_len (int or None when symbolic), num_q_heads, num_kv_heads,
     mask_kind ("none" | "bool" | "additive"), mask_dtype (None without a mask), mask_shape (tuple of int or
     None per dim), last_dim_contiguous (bool: q, k, v and mask all have unit stride in their last dim, or the
-    dim has size 1), cudagraphs (bool: Inductor will capture the graph).
+    dim has size 1), cudagraphs (bool: Inductor will capture the graph), sinks_dtype (None without sinks).
 """
 
 from __future__ import annotations
@@ -40,7 +50,8 @@ from ..providers import get_provider
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
-def _validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> None:
+def _validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+              sinks: torch.Tensor | None = None) -> None:
     if q.dtype not in DTYPES:
         raise ValueError(f"decode_attention takes float16/bfloat16/float32, q is {q.dtype}")
     if k.dtype != q.dtype or v.dtype != q.dtype:
@@ -66,14 +77,20 @@ def _validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
                                  f"{full} (dim {i})")
         if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
             raise ValueError(f"decode_attention: mask must be bool or float, got {mask.dtype}")
-    for t in (k, v) + (() if mask is None else (mask,)):
+    if sinks is not None:
+        if sinks.ndim != 1 or sinks.shape[0] != hq:
+            raise ValueError(f"decode_attention: sinks must be ({hq},) (one logit per query head), got "
+                             f"{tuple(sinks.shape)}")
+        if sinks.dtype not in (torch.float32, q.dtype):
+            raise ValueError(f"decode_attention: sinks must be float32 or q's dtype {q.dtype}, got {sinks.dtype}")
+    for t in (k, v) + (() if mask is None else (mask,)) + (() if sinks is None else (sinks,)):
         if t.device != q.device:
             raise ValueError(f"decode_attention: tensors on {q.device} and {t.device}")
 
 
 @torch.library.custom_op("rocm_fused::decode_attention", mutates_args=())
 def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-                     scale: float, provider: str) -> torch.Tensor:
+                     scale: float, provider: str, sinks: torch.Tensor | None = None) -> torch.Tensor:
     """Attention of q over an un-repeated (GQA) KV cache (see module docstring for the exact meaning).
 
     Args:
@@ -81,7 +98,10 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
         k: (B, Hkv, Lkv, D), v: (B, Hkv, Lkv, Dv), q's dtype; ``Hq % Hkv == 0``.
         mask: None, or 4D broadcastable to (B, Hq, Lq, Lkv): bool (True = attend) or float (added).
         scale: multiplies q.k (SDPA's ``scale``; ``1/sqrt(D)`` when the model gave none).
-        provider: provider name chosen at compile time (``"reference"``, ``"triton"``).
+        provider: provider name chosen at compile time (``"reference"``, ``"triton"``); the last positional
+            argument, as in every op of ours.
+        sinks: None, or (Hq,) float32 / q's dtype: per-head sink logits (module docstring). A keyword with a
+            default, so a call or graph without sinks is the op as it was before sinks existed.
 
     Returns:
         (B, Hq, Lq, Dv) contiguous tensor of q's dtype.
@@ -90,15 +110,17 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
         ValueError: shapes, dtypes or devices outside the module docstring's rules.
         KeyError: unknown provider. ProviderUnavailable: its library cannot be imported here.
     """
-    _validate(q, k, v, mask)
+    _validate(q, k, v, mask, sinks)
     if q.shape[0] == 0 or q.shape[2] == 0:
         return q.new_empty(q.shape[:3] + v.shape[3:])
-    return get_provider(provider).decode_attention(q, k, v, mask, scale).contiguous()
+    if sinks is None:
+        return get_provider(provider).decode_attention(q, k, v, mask, scale).contiguous()
+    return get_provider(provider).decode_attention(q, k, v, mask, scale, sinks=sinks).contiguous()
 
 
 @decode_attention.register_fake
-def _decode_attention_fake(q, k, v, mask, scale, provider):
-    _validate(q, k, v, mask)
+def _decode_attention_fake(q, k, v, mask, scale, provider, sinks=None):
+    _validate(q, k, v, mask, sinks)
     return q.new_empty(q.shape[:3] + v.shape[3:])
 
 
@@ -110,12 +132,13 @@ def _last_dim_ok(t: Any) -> bool:
     return statically_known_true(t.shape[-1] == 1) or statically_known_true(t.stride(-1) == 1)
 
 
-def attention_spec(q: Any, k: Any, v: Any, mask: Any | None, cudagraphs: bool = False) -> dict[str, Any]:
+def attention_spec(q: Any, k: Any, v: Any, mask: Any | None, cudagraphs: bool = False,
+                   sinks: Any | None = None) -> dict[str, Any]:
     """Build the compile-time spec of a decode-attention match from fake tensors (``node.meta["val"]``).
 
     Args:
         q, k, v: fake tensors of the op's q, (un-repeated) k and v; mask: the mask's fake tensor or None.
-        cudagraphs: whether Inductor will capture the compiled graph.
+        cudagraphs: whether Inductor will capture the compiled graph; sinks: the sinks' fake tensor or None.
 
     Returns:
         dict with the keys listed in the module docstring.
@@ -138,4 +161,5 @@ def attention_spec(q: Any, k: Any, v: Any, mask: Any | None, cudagraphs: bool = 
         "mask_shape": None if mask is None else tuple(_int_or_none(s) for s in mask.shape),
         "last_dim_contiguous": all(_last_dim_ok(t) for t in tensors),
         "cudagraphs": cudagraphs,
+        "sinks_dtype": None if sinks is None else sinks.dtype,
     }

@@ -6,17 +6,21 @@ import torch
 
 
 def decode_attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-                         scale: float) -> torch.Tensor:
+                         scale: float, sinks: torch.Tensor | None = None) -> torch.Tensor:
     """Scaled dot-product attention (Vaswani et al. 2017) over un-repeated GQA K/V, in float32.
 
     Query head ``h`` attends kv head ``h // (Hq // Hkv)`` (HF ``repeat_kv``'s mapping). A boolean mask keeps
     the True positions; a float mask is added to the scores. Rows with no finite score return zeros (SDPA's
-    ``_safe_softmax`` behaviour on torch >= 2.5).
+    ``_safe_softmax`` behaviour on torch >= 2.5). ``sinks`` (GPT-OSS's attention sinks, transformers
+    models/gpt_oss/modeling_gpt_oss.py): per query head ``h`` the logit ``sinks[h]`` joins the row's max and
+    softmax denominator and contributes no value; a row with no finite score then is zeros too (the denominator
+    is the sink's alone, as in GPT-OSS's eager code).
 
     Args:
         q: (B, Hq, Lq, D); k: (B, Hkv, Lkv, D); v: (B, Hkv, Lkv, Dv); one float dtype.
         mask: None or 4D broadcastable to (B, Hq, Lq, Lkv), bool or float.
         scale: multiplies the scores.
+        sinks: None or (Hq,) float32 / q's dtype, taken in float32.
 
     Returns:
         (B, Hq, Lq, Dv) of q's dtype, contiguous, rounded once from float32.
@@ -28,8 +32,13 @@ def decode_attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask
     if mask is not None:
         s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.float()
     m = s.amax(-1, keepdim=True)
+    if sinks is not None:
+        sk = sinks.float().view(1, -1, 1, 1)
+        m = torch.maximum(m, sk)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
     p = torch.exp(s - m)  # exp(-inf) = 0 for removed keys; a row with none left sums to 0
     denom = p.sum(-1, keepdim=True)
+    if sinks is not None:
+        denom = denom + torch.exp(sk - m)  # the sink's share of the softmax: in the denominator only
     out = torch.matmul(p, vf) / torch.where(denom > 0, denom, torch.ones_like(denom))
     return out.to(q.dtype).contiguous()

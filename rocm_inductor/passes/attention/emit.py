@@ -5,7 +5,8 @@ Checks, in the order their reasons are reported: fake q/k/v of rank 4; query len
 ``<= options.aten_gemm_max_m``, 32 by default, or symbolic with a ShapeEnv upper bound within it); one dtype of
 float16/bfloat16/float32; one batch; a static query head count; K/V head sources (``heads.py``) on q's batch;
 a compile-time scale (``1/sqrt(D)`` when None, which needs a static head_dim); a bool or float mask that
-broadcasts to (B, Hq, Lq, Lkv) dim by dim. SDPA's math path (half q/k/v up-cast to float32, the result cast
+broadcasts to (B, Hq, Lq, Lkv) dim by dim; sinks (GPT-OSS) of one logit per query head, float32 or q's dtype
+where they join the scores. SDPA's math path (half q/k/v up-cast to float32, the result cast
 back) hands the op the half tensors: it computes in float32 and rounds once, as that path does.
 """
 
@@ -49,6 +50,7 @@ class Plan:
     narrow: bool
     q_len: Any  # the query / KV lengths as the attention sees them (ints or SymInts), for the report
     kv_len: Any
+    sinks: Any = None  # the op's (Hq,) sinks fake value (the dtype they join the scores in), or None
 
 
 @dataclasses.dataclass
@@ -60,6 +62,7 @@ class Attention:
             the 4D attention output); tuple_out: ``node`` returns a tuple whose ``[0]`` is the attention;
         q, k, v: the 4D (B, H, L, D) inputs as the attention sees them (K/V possibly repeated);
         mask: where the mask comes from; scale: the score scale (None: ``1/sqrt(D)``); source: for the report;
+        sinks: the attention's sinks (``softmax.SinkForm``: the per-head tensor and its dtype) or None;
         plan: set by the gate (:func:`check`) for the rewrite.
     """
 
@@ -72,6 +75,7 @@ class Attention:
     scale: Any
     source: str
     plan: Plan | None = None
+    sinks: Any = None
 
 
 def q_len_limit(ctx: PassContext) -> int:
@@ -180,13 +184,19 @@ def check(ctx: PassContext, att: Attention) -> Plan:
     if not isinstance(scale, (int, float)):
         raise Miss(f"scale {scale!r} is not a compile-time number")
     mval, mval4 = _mask_vals(att.mask, (q.shape[0], q.shape[1], lq, k.shape[2]))
+    sinks = None
+    if att.sinks is not None:
+        if att.sinks.dtype not in (torch.float32, q.dtype):
+            raise Miss(f"sinks join the scores in {dtype_name(att.sinks.dtype)}: the op takes float32 or q's dtype "
+                       f"({dtype_name(q)}) sinks")
+        sinks = torch.empty_like(val(att.sinks.sinks), dtype=att.sinks.dtype).reshape(q.shape[1])
     # SDPA's math path upcasts half q/k/v to float32 and casts the result back: hand the op the half tensors
     # (it computes in float32 and rounds once, as that path does) when every use of the output is that cast
     q_node = att.q
     narrow = _narrow_inputs(att, q_node, ks.node, vs.node)
     if narrow is not None:
         q_node, ks.node, vs.node = narrow
-    return Plan(q_node, ks, vs, mval, mval4, float(scale), narrow is not None, lq, k.shape[2])
+    return Plan(q_node, ks, vs, mval, mval4, float(scale), narrow is not None, lq, k.shape[2], sinks)
 
 
 def gate(ctx: PassContext, att: Attention) -> Choice:
@@ -196,7 +206,8 @@ def gate(ctx: PassContext, att: Attention) -> Choice:
         Miss: a check failed, or no provider takes the spec (each provider's refusal).
     """
     plan = att.plan = check(ctx, att)
-    spec = attention_spec(val(plan.q), val(plan.k.node), val(plan.v.node), plan.mask4, cudagraphs=cudagraphs_on())
+    spec = attention_spec(val(plan.q), val(plan.k.node), val(plan.v.node), plan.mask4, cudagraphs=cudagraphs_on(),
+                          sinks=plan.sinks)
     return choose_or_miss(ctx, "decode_attention", spec)
 
 
@@ -216,13 +227,24 @@ def _mask_arg(graph: Graph, at: Node, ms: MaskSource, plan: Plan) -> Node | None
     return arg
 
 
+def _sinks_arg(graph: Graph, at: Node, att: Attention) -> tuple:
+    """``(sinks,)``: the op's (Hq,) sinks operand inserted before ``at`` (the per-head tensor viewed (Hq,), cast
+    to the dtype it joins the scores in), or ``()`` without sinks (the op's call as it is without them)."""
+    if att.sinks is None:
+        return ()
+    arg = insert_call(graph, at, aten.reshape.default, (att.sinks.sinks, [att.plan.sinks.shape[0]]), like=at)
+    if val(arg).dtype != att.sinks.dtype:
+        arg = insert_call(graph, at, CONVERT, (arg, att.sinks.dtype), like=at)
+    return (arg,)
+
+
 def emit(graph: Graph, att: Attention, choice: Choice) -> Match:
     """Replace ``att`` by ``rocm_fused::decode_attention`` (the plan of :func:`gate`); returns the report record."""
     plan, ms, at = att.plan, att.mask, att.node
     ks, vs = plan.k, plan.v
     new = insert_call(graph, at, torch.ops.rocm_fused.decode_attention.default,
-                      (plan.q, ks.node, vs.node, _mask_arg(graph, at, ms, plan), plan.scale, choice.provider),
-                      like=at)
+                      (plan.q, ks.node, vs.node, _mask_arg(graph, at, ms, plan), plan.scale, choice.provider)
+                      + _sinks_arg(graph, at, att), like=at)
     if att.tuple_out or plan.narrow:  # getitem [0] / the down-cast users take the op's output
         for u in list(at.users):
             u.replace_all_uses_with(new)
@@ -235,6 +257,8 @@ def emit(graph: Graph, att: Attention, choice: Choice) -> Match:
     mask_desc = ms.kind if ms.node is None else f"{ms.kind} {'x'.join(map(str, plan.mask4.shape))}"
     notes = [f"q_len={plan.q_len} kv_len={plan.kv_len} GQA {hq}/{hkv}={hq // hkv} ({ks.spelling}) "
              f"mask={mask_desc}" + (f" ({ms.spelling})" if ms.spelling else "") + f" from {att.source}"]
+    if plan.sinks is not None:
+        notes.append(f"sinks {dtype_name(plan.sinks)}")
     if ks.shared or vs.shared:
         notes.append("the repeated K/V has another consumer: that repeat stays for it")
     notes += list(choice.reasons)

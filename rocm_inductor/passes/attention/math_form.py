@@ -2,12 +2,14 @@
 masked_fill(~m, -inf | v) | where(m, s, -inf | v))``; scale = a * b * c (softmax spellings: ``softmax.py``).
 
 Covers HF's eager attention, K/V of 1 head broadcast over q's heads by ``matmul`` (MQA, the op reads the one kv
-head), CPU SDPA's own decomposition (Dv != D, a 3D mask) and SDPA's math fallback (half q/k/v up-cast to float32
-and the result cast back). Every node from the scores on must feed only this attention (the q/k/v/mask
-preparation may be shared, e.g. two attentions over one cache).
+head), CPU SDPA's own decomposition (Dv != D, a 3D mask), SDPA's math fallback (half q/k/v up-cast to float32
+and the result cast back), and GPT-OSS's attention with sinks (``softmax(cat([s, sinks], -1))[..., :-1]``,
+``softmax.sink_softmax``: the op's ``sinks``). Every node from the scores on must feed only this attention (the
+q/k/v/mask/sink preparation may be shared, e.g. two attentions over one cache).
 Near-misses, each with its reason (a softmax over bmm scores feeding a bmm is never skipped silently): 3D bmm
-attention, a tensor scale, an unrecognised mask or softmax spelling, dropout on the probabilities, attention
-with sinks, a fill the op cannot mean exactly, scores or probabilities used elsewhere (``output_attentions``).
+attention, a tensor scale, an unrecognised mask or softmax spelling, dropout on the probabilities, a sink form
+the op cannot take, a fill the op cannot mean exactly, scores or probabilities used elsewhere
+(``output_attentions``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ..fx import RESHAPES, is_call, known_equal, shape
 from .emit import Attention
 from .heads import strip_clones
 from .masks import WHERES, MaskSource, fill_mask, mask_source
-from .softmax import normalised_exp, reaches, softmax_input, strip_scale, under_dropout, with_sinks
+from .softmax import normalised_exp, reaches, sink_softmax, softmax_input, strip_scale, under_dropout
 
 aten = torch.ops.aten
 _BMM = (aten.bmm.default,)
@@ -75,14 +77,11 @@ def _is_qk(n: Any) -> bool:
 
 def _not_softmax(p_raw: Any, p: Any) -> None:
     """``P @ V``'s left operand is no softmax we take: :class:`Miss` when it still is attention-like (dropout,
-    sinks, another softmax spelling over bmm scores), else None (not attention)."""
+    another softmax spelling over bmm scores), else None (not attention)."""
     inner = under_dropout(p)
     if inner is not None and softmax_input(inner) is not None:
         raise Miss("dropout on the attention probabilities (a random keep-mask in the graph, SDPA's math "
                    "form with dropout_p > 0): the op has no dropout")
-    if with_sinks(p):
-        raise Miss("attention with sinks (a logit column concatenated before the softmax and dropped after it): "
-                   "the op has no sinks, left to Inductor")
     if reaches(p_raw, normalised_exp, 6, stop=_BMM) and reaches(p_raw, _BMM, 12):
         raise Miss("the bmm's left operand is an exp / softmax of bmm scores in a spelling the pass does not "
                    "recognise as softmax(s, -1) (exp(s - amax(s)) / sum, its scale-folded or safe forms)")
@@ -162,10 +161,15 @@ def math_candidate(bmm2: Node) -> Attention | None:
     p_raw = bmm2.args[0]
     p4, v4 = (_unflatten(x) for x in bmm2.args)
     p = p4 if p4 is not None else p_raw
-    sf = softmax_input(p)
+    sf, sink = softmax_input(p), None
     if sf is None:
-        _not_softmax(p_raw, p)
-        return None
+        sink = sink_softmax(p)
+        if isinstance(sink, str):
+            raise Miss(sink)
+        if sink is None:
+            _not_softmax(p_raw, p)
+            return None
+        sf = (sink.scores, 1.0)
     s, factor = sf
     if not reaches(s, _BMM, 8):
         return None  # a softmax over something other than q @ k^T (e.g. routing weights): not attention
@@ -186,5 +190,7 @@ def math_candidate(bmm2: Node) -> Attention | None:
         raise Miss(f"scores {ss} / output {os_} are not (B, H, Lq, Lkv) / (B, H, Lq, Dv) of q {qs}, k {ks_}, "
                    f"v {vs_}: the (B*H) flattening is not undone in (B, H, L, D) order (q broadcast over K/V's "
                    "heads?)")
-    _check_private(bmm2, out, {q, k, v4} | ({mask.node} if mask.node is not None else set()), scores)
-    return Attention(out, False, q, k, v4, mask, scale, "the math form (bmm, softmax, bmm)")
+    stop = {q, k, v4} | ({mask.node} if mask.node is not None else set()) | ({sink.sinks} if sink else set())
+    _check_private(bmm2, out, stop, scores)
+    return Attention(out, False, q, k, v4, mask, scale, "the math form (bmm, softmax, bmm)" +
+                     (" with sinks" if sink else ""), sinks=sink)

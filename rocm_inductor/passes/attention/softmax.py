@@ -1,23 +1,29 @@
-"""The softmax of the math form: ``softmax(f * s, -1)`` in the spellings Inductor's post-grad graph holds, and
-the probabilities' near relatives the pass names instead of taking (dropout, sinks).
+"""The softmax of the math form: ``softmax(f * s, -1)`` in the spellings Inductor's post-grad graph holds, with
+or without attention sinks, and the probabilities' near relatives the pass names instead of taking (dropout).
 
 Covers: ``_softmax`` / ``_safe_softmax`` on the last dim; ``exp(s - amax(s)) / sum`` with or without an fp32
 up/down-cast; SDPA's safe-softmax ``where(row_empty, 0, p)``; Inductor's scale-folded ``softmax(x * c)`` pattern
-(``(y - amax(y)) * c``, and ``where(all_finite, stable, plain)`` on newer torch). Recognised only to be named in a
-near-miss: dropout on the probabilities (a random keep-mask), and attention with sinks (GPT-OSS:
-``softmax(cat([s, sinks], -1))[..., :-1]``).
+(``(y - amax(y)) * c``, and ``where(all_finite, stable, plain)`` on newer torch). Attention sinks (GPT-OSS's
+eager attention, transformers models/gpt_oss/modeling_gpt_oss.py: ``c = cat([s, sinks.reshape(1, -1, 1,
+1).expand(B, -1, Lq, -1)], -1)``, ``softmax(c - c.max(-1, keepdim=True).values)[..., :-1]``, the shift optional,
+casts and clones between the steps): :func:`sink_softmax`. Near-misses, with their reasons: a sink form it
+cannot take (more than one column, a column that is not the last, a sink that is not one logit per query head,
+a scaled softmax over the sink column, ops between the concatenation and the softmax); dropout on the
+probabilities (a random keep-mask).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import operator
 from typing import Any
 
 import torch
 from torch.fx import Node
 
 from ..fx import CONVERT, is_call, known_equal, shape, val
-from .heads import strip_clones
-from .masks import WHERES, scalar_value
+from .heads import CLONES
+from .masks import WHERES, scalar_value, strip_expand
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -161,22 +167,99 @@ def _cat_last(n: Node) -> bool:
     return n.target is aten.cat.default and len(n.args) > 1 and n.args[1] in (-1, len(shape(n)) - 1)
 
 
-def with_sinks(p: Any) -> bool:
-    """``p`` is ``softmax(cat([s, sinks], -1))[..., :-1]`` with ``s`` computed from a bmm: attention with sinks
-    (GPT-OSS's eager attention: one logit per head joins every row of scores, its probability is dropped).
+@dataclasses.dataclass
+class SinkForm:
+    """Attention with sinks, read off its softmax.
 
-    Args:
-        p: the probabilities operand of ``P @ V`` (its (B, H, Lq, Lkv) tensor, behind clones / one cast).
+    Attributes:
+        scores: the logits the sink column joins ((B, H, Lq, Lkv), behind one cast), the softmax input of the
+            attention without sinks; sinks: the tensor the sink column broadcasts (dims (1, Hq, 1, 1),
+            right-aligned); dtype: the column's dtype where it joins the scores (the concatenation's).
     """
-    n = strip_convert(strip_clones(p))
+
+    scores: Any
+    sinks: Node
+    dtype: torch.dtype
+
+
+def _without_casts(n: Any) -> Any:
+    """``n`` behind clones and dtype casts."""
+    while is_call(n, *CLONES, CONVERT):
+        n = n.args[0]
+    return n
+
+
+def _last_dim_slice(p: Any) -> tuple[Any, bool] | None:
+    """``(x, drops_last)`` when ``p = x[..., a:b:c]`` (behind clones / casts), ``drops_last`` when it is
+    ``x[..., :-1]`` (the end ``-1`` or ``x.shape[-1] - 1``); None when ``p`` is no slice of the last dim."""
+    n = _without_casts(p)
     if not is_call(n, aten.slice.Tensor):
-        return False
+        return None
     src, dim, start, end, step = (list(n.args) + [None] * 5)[:5]
     full = shape(src)
-    if not full or dim not in (-1, len(full) - 1) or start not in (0, None) or step not in (1, None):
-        return False
-    if not (end == -1 or (end is not None and known_equal(end, full[-1] - 1))):
-        return False  # the last column (the sink's probability) is the one dropped
-    sf = softmax_input(src)
-    return sf is not None and reaches(sf[0], _cat_last, 3, stop=(aten.bmm.default,)) and \
-        reaches(sf[0], (aten.bmm.default,), 8)
+    if not full or dim not in (-1, len(full) - 1):
+        return None
+    last = end == -1 or (end is not None and known_equal(end, full[-1] - 1))
+    return src, last and start in (0, None) and step in (1, None)
+
+
+def _unshifted(x: Any) -> Any:
+    """``c`` when ``x = c - max(c, -1, keepdim=True)`` (GPT-OSS's explicit shift: ``max.dim``'s values or
+    ``amax``; the softmax is the same without it), else ``x``."""
+    if not (is_call(x, aten.sub.Tensor) and len(x.args) == 2):
+        return x
+    c, mx = x.args
+    nd = len(shape(c))
+    if is_call(mx, operator.getitem) and mx.args[1] == 0:
+        mx = mx.args[0]
+        ok = is_call(mx, aten.max.dim) and mx.args[1] in (-1, nd - 1)
+    else:
+        ok = is_call(mx, aten.amax.default) and _last_dim(mx.args[1], nd)
+    return c if ok and mx.args[0] is c else x
+
+
+def sink_softmax(p: Any) -> SinkForm | str | None:
+    """The attention-with-sinks softmax ``p = softmax(cat([s, col], -1))[..., :-1]`` (module docstring), why it
+    is one the pass cannot take, or None when ``p`` is no sink softmax.
+
+    Args:
+        p: the probabilities operand of ``P @ V`` (its (B, H, Lq, Lkv) tensor).
+    """
+    sl = _last_dim_slice(p)
+    sf = softmax_input(sl[0]) if sl is not None else None
+    if sf is None:
+        return None
+    x, f = sf
+    c = strip_convert(_unshifted(x))
+    if not sl[1]:
+        if reaches(c, _cat_last, 3, stop=(aten.bmm.default,)) and reaches(c, (aten.bmm.default,), 8):
+            return ("attention with sinks: the probabilities are sliced other than [..., :-1] after the softmax "
+                    "of a concatenation (the op takes the scores first and one sink column last, dropped)")
+        return None
+    if not (is_call(c, aten.cat.default) and _cat_last(c)):
+        if reaches(c, _cat_last, 3, stop=(aten.bmm.default,)) and reaches(c, (aten.bmm.default,), 8):
+            return (f"attention with sinks: {getattr(c, 'name', c)} lies between the concatenation of the sink "
+                    "column and the softmax (the op takes softmax(cat([s, sinks], -1)), shifted by its row max "
+                    "or not)")
+        return None
+    parts = list(c.args[0])
+    if not reaches(parts[0], (aten.bmm.default,), 8):
+        return ("attention with sinks: the scores are not the first operand of the concatenation before the "
+                "softmax (the op takes cat([s, sinks], -1), the sink column last)")
+    if len(parts) != 2:
+        return (f"attention with sinks: {len(parts)} tensors are concatenated before the softmax; the op takes "
+                "the scores and one sink column")
+    col = parts[1]
+    cs = shape(col)
+    if len(cs) != 4 or not known_equal(cs[-1], 1):
+        return (f"attention with sinks: the column concatenated after the scores is {tuple(cs)}, not one wide "
+                "(the op takes one sink logit per query head, dropped after the softmax)")
+    if f != 1.0:
+        return (f"attention with sinks: the softmax scales the sink column too (softmax({f:g} * cat(...))); the op "
+                "takes the sink logits unscaled")
+    t = strip_expand(_without_casts(col))
+    ts = (1,) * (4 - len(shape(t))) + tuple(shape(t))
+    if len(ts) != 4 or not all(known_equal(ts[i], 1) for i in (0, 2, 3)) or not known_equal(ts[1], cs[1]):
+        return (f"attention with sinks: the sink column broadcasts a {ts} tensor, not one logit per query head "
+                f"(1, {cs[1]}, 1, 1): the op's sinks are (Hq,)")
+    return SinkForm(strip_convert(parts[0]), t, val(c).dtype)

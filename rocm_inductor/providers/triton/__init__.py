@@ -91,6 +91,6 @@ class TritonProvider(Provider):
                                                top_p, top_p_value, min_p, min_p_value, ban, is_probs,
                                                top_k_first)
 
-    def decode_attention(self, q, k, v, mask, scale):
+    def decode_attention(self, q, k, v, mask, scale, sinks=None):
         """See ``rocm_inductor.providers.triton.attention.decode_attention`` (split-KV, capture-safe)."""
-        return self.kernels("attention").decode_attention(q, k, v, mask, scale)
+        return self.kernels("attention").decode_attention(q, k, v, mask, scale, sinks=sinks)

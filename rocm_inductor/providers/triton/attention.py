@@ -25,6 +25,9 @@ and ``Lq`` rows into the M dim of ``tl.dot`` (padded to >= 16) means K and V are
 3. ``NSPLIT == 1``: write ``acc / l`` (``l == 0``, a row nothing kept: zeros) rounded once to q's dtype.
    Otherwise write the float32 partial ``(acc, m, l)``; :func:`_combine_kernel` (grid ``B * Hq * Lq``)
    merges the splits of each row with a fixed-order reduction (deterministic, no atomics).
+4. Sinks (GPT-OSS): the row's sink logit joins the final max and adds ``exp(sink - m)`` to ``l`` only, where
+   the row is written: the unsplit program's store, or the combine of the splits (the split programs do not
+   read it). A row nothing kept then has ``l = 1``, ``acc = 0``: zeros, as GPT-OSS's eager code gives.
 
 Capture-safe: no host sync; the launch shape and constexprs come from static shapes only (the mask and
 any lengths are read on the device); partial buffers come from ``torch.empty`` (the caching allocator).
@@ -106,6 +109,9 @@ def check(spec: dict[str, Any]) -> str | None:
         shape = spec.get("mask_shape")
         if shape is None or len(shape) != 4:
             return "mask is not 4D"
+    sdt = spec.get("sinks_dtype")
+    if sdt is not None and sdt not in INPUT_DTYPES:
+        return f"sinks dtype {dtype_name(sdt)}: the kernel takes float16/bfloat16/float32 sinks"
     return None
 
 
@@ -198,13 +204,13 @@ def combine_warps(block_s: int, block_dv: int) -> int:
 
 @triton.jit
 def _split_kernel(
-    Q, K, V, Mask, Out, OP, MP, LP,
+    Q, K, V, Mask, Sinks, Out, OP, MP, LP,
     sqb, sqh, sqi, skb, skh, skn, svb, svh, svn, smb, smh, smi, smj,
     Hq, LQ, LKV, SPLIT_LEN, NSPLIT, MB, scale,
     HKV: tl.constexpr, G: tl.constexpr, D: tl.constexpr, DV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr, MASK_ROW: tl.constexpr, WRITE_PARTIAL: tl.constexpr,
-    IEEE: tl.constexpr, UPCAST_DOT: tl.constexpr, MANUAL_BF16: tl.constexpr,
+    IEEE: tl.constexpr, UPCAST_DOT: tl.constexpr, MANUAL_BF16: tl.constexpr, HAS_SINKS: tl.constexpr,
 ):
     """One (batch, kv head, M tile, KV split): online softmax over the split's kept blocks (module doc)."""
     pid = tl.program_id(0)
@@ -286,15 +292,23 @@ def _split_kernel(
         tl.store(LP + prow, l_i, mask=row_ok)
         tl.store(OP + prow[:, None] * DV + dvv[None, :], acc, mask=row_ok[:, None] & (dvv[None, :] < DV))
     else:
+        if HAS_SINKS:  # step 4 of the module doc: the sink joins the max and the denominator
+            sk = tl.load(Sinks + h, mask=row_ok, other=0.0).to(tl.float32)
+            m_f = tl.maximum(m_i, sk)
+            m_f = tl.where(m_f == float("-inf"), 0.0, m_f)
+            alpha = tl.math.exp2((m_i - m_f) * _LOG2E)
+            acc = acc * alpha[:, None]
+            l_i = l_i * alpha + tl.math.exp2((sk - m_f) * _LOG2E)
         out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
         tl.store(Out + orow[:, None] * DV + dvv[None, :], _round_to(out, Out.dtype.element_ty, MANUAL_BF16),
                  mask=row_ok[:, None] & (dvv[None, :] < DV))
 
 
 @triton.jit
-def _combine_kernel(Out, OP, MP, LP, NSPLIT, DV: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr,
-                    MANUAL_BF16: tl.constexpr):
-    """One output row: merge its NSPLIT partials ``(acc_s, m_s, l_s)`` in a fixed order (deterministic)."""
+def _combine_kernel(Out, OP, MP, LP, Sinks, NSPLIT, Hq, LQ, DV: tl.constexpr, BLOCK_S: tl.constexpr,
+                    BLOCK_DV: tl.constexpr, MANUAL_BF16: tl.constexpr, HAS_SINKS: tl.constexpr):
+    """One output row: merge its NSPLIT partials ``(acc_s, m_s, l_s)`` in a fixed order (deterministic), with
+    the row's sink in the max and the denominator under ``HAS_SINKS`` (query head ``(row // LQ) % Hq``)."""
     row = tl.program_id(0).to(tl.int64)
     s = tl.arange(0, BLOCK_S)
     dv = tl.arange(0, BLOCK_DV)
@@ -304,9 +318,14 @@ def _combine_kernel(Out, OP, MP, LP, NSPLIT, DV: tl.constexpr, BLOCK_S: tl.const
     o = tl.load(OP + (row * NSPLIT + s)[:, None] * DV + dv[None, :], mask=s_ok[:, None] & (dv[None, :] < DV),
                 other=0.0)
     mx = tl.max(m, axis=0)
+    if HAS_SINKS:
+        sk = tl.load(Sinks + (row // LQ) % Hq).to(tl.float32)
+        mx = tl.maximum(mx, sk)
     mx = tl.where(mx == float("-inf"), 0.0, mx)
     w = tl.math.exp2((m - mx) * _LOG2E)  # a split with nothing kept: m = -inf, weight 0
     den = tl.sum(w * lsum, axis=0)
+    if HAS_SINKS:
+        den += tl.math.exp2((sk - mx) * _LOG2E)
     num = tl.sum(w[:, None] * o, axis=0)
     out = num / tl.where(den > 0, den, 1.0)
     tl.store(Out + row * DV + dv, _round_to(out, Out.dtype.element_ty, MANUAL_BF16), mask=dv < DV)
@@ -318,7 +337,8 @@ def _mask_strides(mask: torch.Tensor) -> tuple[int, int, int, int]:
 
 
 def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
-                     num_splits: int | None = None, block_n: int | None = None) -> torch.Tensor:
+                     num_splits: int | None = None, block_n: int | None = None,
+                     sinks: torch.Tensor | None = None) -> torch.Tensor:
     """Split-KV flash-decoding over un-repeated GQA K/V (module docstring; meaning in ``ops/attention.py``).
 
     Args:
@@ -328,9 +348,10 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
             (added to the scores; ``-inf`` entries count as removed and let blocks be skipped).
         scale: multiplies q.k.
         num_splits, block_n: launch overrides (tests and tuning); ``None`` = :func:`launch_config`'s choice.
+        sinks: None or (Hq,) float32 / q's dtype per-head sink logits (GPT-OSS; module doc, step 4).
 
     Returns:
-        (B, Hq, Lq, Dv) contiguous, q's dtype. Rows with nothing kept are zeros.
+        (B, Hq, Lq, Dv) contiguous, q's dtype. Rows with nothing kept are zeros (with or without sinks).
 
     Raises:
         ValueError: a last dim not contiguous, a head dim over 256, or a dtype outside the limits.
@@ -343,6 +364,8 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
         raise ValueError(f"triton decode attention: dtypes {q.dtype}, {k.dtype}, {v.dtype}")
     if max(d, dv) > MAX_HEAD_DIM:
         raise ValueError(f"triton decode attention: head dims {d}/{dv} > {MAX_HEAD_DIM}")
+    if sinks is not None and (sinks.dtype not in INPUT_DTYPES or sinks.shape != (hq,)):
+        raise ValueError(f"triton decode attention: sinks {tuple(sinks.shape)} {sinks.dtype}, want ({hq},) float")
     for name, t in (("q", q), ("k", k), ("v", v)) + ((("mask", mask),) if mask is not None else ()):
         if t.shape[-1] != 1 and t.stride(-1) != 1:
             raise ValueError(f"triton decode attention: {name} is not contiguous in its last dim")
@@ -371,20 +394,22 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
     else:
         op = mp = lp = out
     grid = (bsz * hkv * cfg["MB"], ns)
+    sptr = q if sinks is None else sinks.contiguous()  # (Hq,): a view of the model's parameter, no copy
     _split_kernel[grid](
-        q, k, v, mptr, out, op, mp, lp,
+        q, k, v, mptr, sptr, out, op, mp, lp,
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2), *ms,
         hq, lq, lkv, cfg["SPLIT_LEN"], ns, cfg["MB"], float(scale),
         HKV=hkv, G=g, D=d, DV=dv, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_D=cfg["BLOCK_D"],
         BLOCK_DV=cfg["BLOCK_DV"], HAS_MASK=has_mask, MASK_BOOL=mbool, MASK_ROW=mrow_only, WRITE_PARTIAL=ns > 1,
         IEEE=q.dtype == torch.float32, UPCAST_DOT=interp and q.dtype == torch.bfloat16, MANUAL_BF16=interp,
-        num_warps=cfg["num_warps"],
+        HAS_SINKS=sinks is not None and ns == 1, num_warps=cfg["num_warps"],
     )
     if ns > 1:
         bs = triton.next_power_of_2(ns)
-        _combine_kernel[(bsz * hq * lq,)](out, op, mp, lp, ns, DV=dv, BLOCK_S=bs, BLOCK_DV=cfg["BLOCK_DV"],
-                                          MANUAL_BF16=interp, num_warps=combine_warps(bs, cfg["BLOCK_DV"]))
+        _combine_kernel[(bsz * hq * lq,)](out, op, mp, lp, sptr, ns, hq, lq, DV=dv, BLOCK_S=bs,
+                                          BLOCK_DV=cfg["BLOCK_DV"], MANUAL_BF16=interp, HAS_SINKS=sinks is not None,
+                                          num_warps=combine_warps(bs, cfg["BLOCK_DV"]))
     return out
 
 
@@ -395,7 +420,9 @@ def aot_cases() -> list[dict]:
     where CUDA takes BLOCK_N 128: sm_90 208 registers, no stack, checked by hand 2026-12-01; it spills on
     gfx942, hence not a ROCm pick and not listed): Llama-3.2-1B (32/8 heads, D 64) at B = 1 (split) and with an
     8-token query (BLOCK_M 32, a per-position mask) unsplit, Qwen3-0.6B (16/8, D 128), gemma-2b (8/1, D 256)
-    at B = 32, an additive bf16 mask; the combine kernel at 64 splits for Dv 64 and 256.
+    at B = 32, an additive bf16 mask; GPT-OSS-20B's attention with sinks (64/8, D 64, HF eager's additive bf16
+    mask) on a 128-slot sliding-window layer at B = 32 (unsplit: the sink in the store); the combine kernel at
+    64 splits for Dv 64 and 256, and with sinks for Dv 64 (a split full-attention layer).
 
     The dicts carry the ``tt.divisibility`` attrs the JIT adds at run time (pointers, and integer arguments
     that are multiples of 16 at these sizes, as every contiguous cache has). With them every case compiles
@@ -407,21 +434,22 @@ def aot_cases() -> list[dict]:
                   "smj": "i32", "Hq": "i32", "LQ": "i32", "LKV": "i32", "SPLIT_LEN": "i32", "NSPLIT": "i32",
                   "MB": "i32", "scale": "fp32"}
     cases = []
-    # name, B, Hq, Hkv, Lq, Lkv, D, mask pointer type, mask row-broadcast (HF decode (B, 1, 1, L))
-    for name, b, hq, hkv, lq, lkv, d, mdt, mrow in (
-            ("llama_b1", 1, 32, 8, 1, 1024, 64, "*u8", True),
-            ("llama_q8_b32", 32, 32, 8, 8, 128, 64, "*u8", False),
-            ("qwen3_b1", 1, 16, 8, 1, 4096, 128, "*u8", True),
-            ("gemma_b32", 32, 8, 1, 1, 4096, 256, "*u8", True),
-            ("llama_additive_b8", 8, 32, 8, 1, 1024, 64, "*bf16", False)):
+    # name, B, Hq, Hkv, Lq, Lkv, D, mask pointer type, mask row-broadcast (HF decode (B, 1, 1, L)), sinks
+    for name, b, hq, hkv, lq, lkv, d, mdt, mrow, sinks in (
+            ("llama_b1", 1, 32, 8, 1, 1024, 64, "*u8", True, False),
+            ("llama_q8_b32", 32, 32, 8, 8, 128, 64, "*u8", False, False),
+            ("qwen3_b1", 1, 16, 8, 1, 4096, 128, "*u8", True, False),
+            ("gemma_b32", 32, 8, 1, 1, 4096, 256, "*u8", True, False),
+            ("llama_additive_b8", 8, 32, 8, 1, 1024, 64, "*bf16", False, False),
+            ("gpt_oss_sinks_window_b32", 32, 64, 8, 1, 128, 64, "*bf16", True, True)):
         g = hq // hkv
         cfg = launch_config(b, hkv, lq, lkv, g, d, d, sms=132, rocm=True)
-        sig = {"Q": "*bf16", "K": "*bf16", "V": "*bf16", "Mask": mdt, "Out": "*bf16", "OP": "*fp32",
-               "MP": "*fp32", "LP": "*fp32", **sig_common}
+        sig = {"Q": "*bf16", "K": "*bf16", "V": "*bf16", "Mask": mdt, "Sinks": "*bf16", "Out": "*bf16",
+               "OP": "*fp32", "MP": "*fp32", "LP": "*fp32", **sig_common}
         consts = dict(HKV=hkv, G=g, D=d, DV=d, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
                       BLOCK_D=cfg["BLOCK_D"], BLOCK_DV=cfg["BLOCK_DV"], HAS_MASK=True, MASK_BOOL=mdt == "*u8",
                       MASK_ROW=mrow, WRITE_PARTIAL=cfg["NSPLIT"] > 1, IEEE=False, UPCAST_DOT=False,
-                      MANUAL_BF16=False)
+                      MANUAL_BF16=False, HAS_SINKS=sinks and cfg["NSPLIT"] == 1)
         sig.update({c: "constexpr" for c in consts})
         # The integer arguments at this size, for the divisibility hints the JIT adds at run time (a value
         # that is a multiple of 16 is specialised so; contiguous q/k/v and a (B, 1, Lq|1, L) mask).
@@ -441,11 +469,19 @@ def aot_cases() -> list[dict]:
             # spill): 20 integer arguments, 8 pointers and the split's 64-bit offsets pass the 106 SGPRs.
             case["known_spill"] = ("split-KV variant: SGPRs spill to VGPR lanes on gfx942/gfx950 (no scratch); "
                                    "not measured on an AMD GPU")
+        elif sinks:
+            # triton 3.9, 2026-12-02: GPT-OSS's 8 query heads per kv head with a row mask spill SGPRs to VGPR
+            # lanes on AMD with or without sinks (gfx942: 16 without, 20 with; gfx950: 15 with; no scratch, no
+            # VGPR spill); sm_90 136 registers, no stack. The sinks' combine (below) does not spill.
+            case["known_spill"] = ("unsplit, 8 query heads per kv head: SGPRs spill to VGPR lanes on gfx942/gfx950 "
+                                   "with or without sinks (no scratch); not measured on an AMD GPU")
         cases.append(case)
-    for dv in (64, 256):
-        consts = dict(DV=dv, BLOCK_S=MAX_SPLITS, BLOCK_DV=dv, MANUAL_BF16=False)
-        sig = {"Out": "*bf16", "OP": "*fp32", "MP": "*fp32", "LP": "*fp32", "NSPLIT": "i32",
-               **{c: "constexpr" for c in consts}}
-        cases.append({"name": f"decode_attention_combine_dv{dv}", "fn": _combine_kernel, "signature": sig,
-                      "constexprs": consts, "num_warps": combine_warps(MAX_SPLITS, dv)})
+    for dv, sinks in ((64, False), (256, False), (64, True)):
+        consts = dict(DV=dv, BLOCK_S=MAX_SPLITS, BLOCK_DV=dv, MANUAL_BF16=False, HAS_SINKS=sinks, LQ=1)
+        sig = {"Out": "*bf16", "OP": "*fp32", "MP": "*fp32", "LP": "*fp32", "Sinks": "*bf16", "NSPLIT": "i32",
+               "Hq": "i32", "LQ": "constexpr",  # LQ = 1 (decode): a constant to the JIT
+               **{c: "constexpr" for c in consts if c != "LQ"}}
+        cases.append({"name": f"decode_attention_combine_dv{dv}" + ("_sinks" if sinks else ""),
+                      "fn": _combine_kernel, "signature": sig, "constexprs": consts,
+                      "num_warps": combine_warps(MAX_SPLITS, dv)})
     return cases
