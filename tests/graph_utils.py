@@ -41,9 +41,9 @@ def capture() -> Iterator[list[Captured]]:
     seen: list[Captured] = []
     orig = PassManager.__call__
 
-    def wrapped(self, graph):
+    def wrapped(self, graph, **kw):  # kw: ``is_inference`` where Inductor passes it
         before = op_counts(graph)
-        orig(self, graph)
+        orig(self, graph, **kw)
         seen.append(Captured(before, op_counts(graph), last_report()))
 
     PassManager.__call__ = wrapped

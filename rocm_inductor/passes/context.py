@@ -24,14 +24,26 @@ class PassContext:
     Attributes:
         options: the compile's options; report: this graph's report;
         pending: the provider choice of the match being replaced (set by a pass's ``extra_check``, read
-            by its replacement while it is traced, so the provider name is baked into the graph).
+            by its replacement while it is traced, so the provider name is baked into the graph);
+        is_inference: what Inductor says of the graph (True: an inference graph, False: a training forward or
+            backward graph, None: this torch does not say).
     """
 
     options: Options
     report: GraphReport
     pending: Choice | None = None
+    is_inference: bool | None = None
     _near: dict[str, NearMiss] = dataclasses.field(default_factory=dict)
     _matched: set[str] = dataclasses.field(default_factory=set)
+
+    def kept_output_text(self) -> str:
+        """Why a value that is also a graph output is kept, in words that fit this graph's kind."""
+        if self.is_inference:
+            return "the graph returns it (a model output, or a value used after this graph)"
+        if self.is_inference is False:
+            return "a training graph saves it for backward: compile under torch.no_grad() or torch.inference_mode()"
+        return ("a graph output: a training graph saving it for backward, or a value the model returns or uses "
+                "after this graph")
 
     def choose(self, op: str, spec: dict[str, Any]) -> Choice:
         """Provider for ``op`` under the options' forcing, via :class:`PlatformDispatch`."""
@@ -64,6 +76,11 @@ class PassContext:
 
 
 _CURRENT: list[PassContext] = []
+
+
+def running() -> PassContext | None:
+    """The context of the pass now running, or None outside a pass (texts shared with code run outside)."""
+    return _CURRENT[-1] if _CURRENT else None
 
 
 def current_context() -> PassContext:

@@ -20,6 +20,11 @@ import torch
 from torch._inductor.custom_graph_pass import CustomGraphPass
 from torch.fx import Graph
 
+try:  # Inductor passes ``is_inference`` to a pass of this class (feature-guarded: not every torch has it)
+    from torch._inductor.custom_graph_pass import CustomInferenceAwareGraphPass as _PassBase
+except ImportError:  # pragma: no cover - older torch: the graph's kind stays unknown (None)
+    _PassBase = CustomGraphPass
+
 from .. import report as report_mod
 from ..options import Options
 from ..platform import PlatformDispatch
@@ -78,7 +83,7 @@ def source_files() -> list[pathlib.Path]:
     return sorted([*_PKG.rglob("*.py"), *_PKG.rglob("*.json")])
 
 
-class PassManager(CustomGraphPass):
+class PassManager(_PassBase):
     """Runs our passes on each post-grad graph (see module docstring).
 
     Args:
@@ -126,7 +131,9 @@ class PassManager(CustomGraphPass):
                                    "reference)")
         return run, skipped
 
-    def __call__(self, graph: Graph) -> None:
+    def __call__(self, graph: Graph, is_inference: bool | None = None) -> None:
+        """Run the enabled passes on ``graph``; ``is_inference`` (from Inductor where it says) tells the passes'
+        near-miss texts whether a value kept as a graph output is saved for backward or returned."""
         if self.user_pass is not None:
             self.user_pass(graph)  # the user's own pre-pass: not ours to guard, its errors are its own
         plat = PlatformDispatch.platform()
@@ -137,7 +144,7 @@ class PassManager(CustomGraphPass):
                 rep.passes_skipped = {p.name: "level 0" for p in self.passes}
             report_mod.emit(rep)
             return
-        ctx = PassContext(self.options, rep)
+        ctx = PassContext(self.options, rep, is_inference=is_inference)
         snap = _snapshot(graph)
         try:
             with active(ctx):

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch.fx import Node
 
+from ..context import running
 from ..fx import is_call, strip_casts, val
 
 aten = torch.ops.aten
@@ -73,13 +74,22 @@ def users_text(node: Node, skip: Node | None) -> str:
     return ", ".join(names)
 
 
+def _kept_text() -> str:
+    """Why a graph output is kept, in this graph's words (the running pass's context; unknown outside one)."""
+    ctx = running()
+    if ctx is not None:
+        return ctx.kept_output_text()
+    return ("a graph output: a training graph saving it for backward, or a value the model returns or uses after "
+            "this graph")
+
+
 def leftover_reason(pw: Node, mean: Node, add: Node, rsqrt: Node) -> str:
     """Which check of the pattern failed for an unrewritten ``rsqrt(mean(x^2) + eps)`` chain, named.
 
     The pattern needs each intermediate used only by the next step: ``x^2`` by the mean, the mean by the
     ``+ eps``, that by the rsqrt, the rsqrt by ``x * rsqrt`` and that product by the weight step (or the output).
     A graph output among the extra users means the graph keeps it for later: a training graph saving it for
-    backward.
+    backward, or, in an inference graph, a value the model returns (Inductor says which: ``is_inference``).
     """
     norm = next((u for u in rsqrt.users if is_call(u, aten.mul.Tensor)), None)
     chain = [(pw, "x^2", mean), (mean, "the variance mean(x^2)", add), (add, "mean(x^2) + eps", rsqrt),
@@ -88,13 +98,12 @@ def leftover_reason(pw: Node, mean: Node, add: Node, rsqrt: Node) -> str:
         if len(node.users) > 1 or nxt is None or nxt not in node.users:
             others = users_text(node, nxt)
             saved = any(u.op == "output" for u in node.users)
-            why = (" (a training graph saves it for backward: compile under torch.no_grad() or "
-                   "torch.inference_mode() to rewrite)") if saved else " (the model reads it)"
+            why = f" ({_kept_text()})" if saved else " (the model reads it)"
             return f"{what} ({node.name}) is also used by {others}{why}"
     users = list(norm.users)
     if len(users) > 1 or any(u.op == "output" for u in users):
         return (f"x * rsqrt(...) ({norm.name}) is also used by {users_text(norm, None)}"
-                + (" (a training graph saves it for backward)" if any(u.op == "output" for u in users) else ""))
+                + (f" ({_kept_text()})" if any(u.op == "output" for u in users) else ""))
     step = f"{users[0].name} ({users[0].target})" if users else "nothing"
     return (f"the step after x * rsqrt(...) ({norm.name}) is {step}, not a weight / cast spelling of the "
             "pattern table (passes/rms_norm/patterns.py FORMS)")

@@ -9,12 +9,15 @@ Covers (after ``canonicalize``), in float16/bfloat16/float32, static or dynamic 
   dtype (no broadcast) and the product feeds a projection (``mm``/``addmm``/``bmm`` activation operand,
   through views). Feeding a projection is what makes the extern op free: the matmul ends Inductor's
   fusion anyway, while a product that feeds more elementwise ops is better left fused (reported).
+- the sigmoid taken before the head view (discovery): ``attn * sigmoid(gate).view(b, s, H, D)``, the op gets the
+  gate viewed as the value is;
 - through casts (discovery): ``x * sigmoid(g.float()).to(x.dtype)`` (BailingHybrid's spelling),
   ``(x.float() * sigmoid(g.float())).to(x.dtype)`` (Inkling2), ``(x * sigmoid(g.float())).to(x.dtype)``: found
   from the sigmoid, verified against ``sigmoid_gate_ref`` on random inputs (passes/discover.py), rewritten;
 Deliberately left alone (silently: they are not this op):
-- SiLU ``x * sigmoid(x)`` (operands from one tensor; ``F.silu`` reaches this graph already decomposed to
-  ``x / (1 + exp(-x))`` and never matches);
+- activations: SiLU ``x * sigmoid(x)``, QuickGELU ``x * sigmoid(1.702 * x)`` (the gate must come from another
+  tensor than the value, seen through views and constant scales / casts: ``kind.root``; ``F.silu`` reaches
+  this graph already decomposed to ``x / (1 + exp(-x))`` and never matches);
 - GLU-style MLP activations: both operands slices of one tensor (``F.glu``, a fused gate_up projection
   chunked), or both projections of one activation (``sigmoid(gate_proj(h)) * up_proj(h)``);
 - a router's / shared expert's sigmoid that broadcasts (``sigmoid(gate(h))`` of shape (T, 1) times (T, H)).
@@ -43,7 +46,7 @@ from ...report import NearMiss, describe, dtype_name, location_of
 from .. import discover
 from ..context import PassContext
 from ..contract import Candidate, Miss, RewritePass, choose_or_miss
-from ..fx import CONVERT, insert_call, is_call, strip_casts, val
+from ..fx import CONVERT, RESHAPES, insert_call, is_call, strip_casts, val
 from .kind import (  # noqa: F401  (FORWARD_OPS, PROJECTIONS, VIEW_OPS, source: importable here)
     FORWARD_OPS,
     NOT_PROJECTED,
@@ -59,6 +62,14 @@ from .kind import (  # noqa: F401  (FORWARD_OPS, PROJECTIONS, VIEW_OPS, source: 
 from .patterns import SEARCHES, extra_check, patterns  # noqa: F401  (SEARCHES, extra_check: importable here)
 
 aten = torch.ops.aten
+
+
+def _used_elsewhere(sig: Node, ctx: PassContext) -> str:
+    """Who else reads the sigmoid, in words: a graph output is explained by the graph's kind (training or not)."""
+    if any(u.op == "output" for u in sig.users):
+        return ctx.kept_output_text()
+    others = [u.name for u in sig.users if not is_call(u, aten.mul.Tensor)]
+    return f"also read by {', '.join(others)}" if others else "by more than one multiply"
 
 
 def _leftovers(graph: Graph, ctx: PassContext) -> None:
@@ -77,7 +88,7 @@ def _leftovers(graph: Graph, ctx: PassContext) -> None:
             if not_this_op(x, g) is None and feeds_projection(mul):
                 ctx.near_miss(sig.name, NearMiss(
                     "sigmoid_gate", WHAT, "not rewritten: the sigmoid is also used elsewhere "
-                    "(training graph: backward keeps it)", location_of(mul)), overwrite=False)
+                    f"({_used_elsewhere(sig, ctx)})", location_of(mul)), overwrite=False)
 
 
 @dataclasses.dataclass
@@ -90,6 +101,9 @@ class Gate:
     mul: Node
     out: Node
     verdict: discover.Verdict | None = None
+    #: a reshape between the sigmoid and the multiply (the sigmoid taken before the head view): the op gets
+    #: ``g`` reshaped the same way
+    g_view: Node | None = None
 
 
 def _read(cand: Candidate) -> Gate:
@@ -104,9 +118,14 @@ def _read(cand: Candidate) -> Gate:
     if len(sig.users) != 1 or not isinstance(sig.args[0], Node):
         raise Miss("", silent=True)
     g = strip_casts(sig.args[0])
-    cur, mul, chain = sig, None, []
+    cur, mul, chain, g_view = sig, None, [], None
     while len(cur.users) == 1:
         u = next(iter(cur.users))
+        if mul is None and g_view is None and is_call(u, *RESHAPES):
+            g_view = u  # sigmoid(g) before the head view: ``sigmoid(g).view(b, s, H, D) * attn``
+            chain.append(u)
+            cur = u
+            continue
         if not is_call(u, CONVERT, aten.mul.Tensor) or (u.target is aten.mul.Tensor and mul is not None):
             break
         if u.target is aten.mul.Tensor:
@@ -115,13 +134,14 @@ def _read(cand: Candidate) -> Gate:
             mul = u
         chain.append(u)
         cur = u
-    if mul is None or (sig.args[0] is g and chain[0] is mul and len(chain) == 1):
+    if mul is None or (sig.args[0] is g and chain[0] is mul and len(chain) == 1 and g_view is None):
         raise Miss("", silent=True)  # no multiply, or the plain uncast form (the pattern family saw it)
     cand.where = mul
     xp = mul.args[1] if strip_casts(mul.args[0]) is sig or mul.args[0] in chain else mul.args[0]
     x = strip_casts(xp)
     xv, gv = val(x), val(g)
-    if not (isinstance(xv, torch.Tensor) and isinstance(gv, torch.Tensor)) or not same_shape(xv, gv):
+    shaped = val(g_view) if g_view is not None else gv
+    if not (isinstance(xv, torch.Tensor) and isinstance(gv, torch.Tensor)) or not same_shape(xv, shaped):
         raise Miss("", silent=True)  # broadcast (router / shared-expert sigmoid): not this op
     if not_this_op(x, g) is not None:
         raise Miss("", silent=True)  # SiLU / GLU
@@ -133,7 +153,7 @@ def _read(cand: Candidate) -> Gate:
         raise Miss(dtype_reason(xv, gv))
     if not feeds_projection(outs[-1]):
         raise Miss(NOT_PROJECTED)
-    return Gate(x, g, mul, outs[-1])
+    return Gate(x, g, mul, outs[-1], g_view=g_view)
 
 
 class SigmoidGatePass(RewritePass):
@@ -162,15 +182,19 @@ class SigmoidGatePass(RewritePass):
         region = discover.extract([params.x, params.g], [params.out])
         if isinstance(region, str):
             raise Miss(f"not rewritten: {region}")
-        params.verdict = discover.verify(region, "sigmoid_gate", (), lambda a, b: (a * torch.sigmoid(b),),
-                                         lambda a, b: (sigmoid_gate_ref(a, b),))
+        params.verdict = discover.verify(region, "sigmoid_gate", (),
+                                         lambda a, b: (a * torch.sigmoid(b).reshape(a.shape),),
+                                         lambda a, b: (sigmoid_gate_ref(a, b.reshape(a.shape)),))
         if not params.verdict.ok:
             raise Miss(f"verification failed: {params.verdict.reason}")
-        return choose_or_miss(ctx, "sigmoid_gate", gate_spec(val(params.x), val(params.g)))
+        gv = val(params.g_view) if params.g_view is not None else val(params.g)
+        return choose_or_miss(ctx, "sigmoid_gate", gate_spec(val(params.x), gv))
 
     def emit(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Gate, choice: Choice) -> MatchRecord:
         """Replace the region's output by the op; the record notes it was discovered and verified."""
         x, g, out, v = params.x, params.g, params.out, params.verdict
+        if params.g_view is not None:  # the gate viewed as the value is, before the op
+            g = insert_call(graph, out, params.g_view.target, (g, *params.g_view.args[1:]), like=params.g_view)
         new = insert_call(graph, out, torch.ops.rocm_fused.sigmoid_gate.default, (x, g, choice.provider),
                           like=params.mul)
         out.replace_all_uses_with(new)

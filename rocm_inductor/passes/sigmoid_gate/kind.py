@@ -43,6 +43,36 @@ def source(node: Any) -> Any:
     return through(node, VIEW_OPS)
 
 
+#: Elementwise ops that scale, shift or cast one tensor by a constant: ``sigmoid(1.702 * x)`` (QuickGELU) still
+#: reads ``x``. A node of these with exactly one tensor operand is seen through by :func:`root`.
+SCALAR_OPS: frozenset[Any] = frozenset({
+    aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar, aten.add.Tensor, aten.add.Scalar,
+    aten.sub.Tensor, aten.sub.Scalar, aten.neg.default, aten._to_copy.default,
+    torch.ops.prims.convert_element_type.default,
+})
+
+
+def root(node: Any) -> Any:
+    """The tensor ``node`` is computed from by views and constant scales / shifts / casts only (itself if none).
+
+    ``1.702 * x`` and ``x.float() / 2`` have root ``x``; ``a * b`` of two tensors is its own root.
+    """
+    seen = set()
+    while isinstance(node, Node) and node not in seen:
+        seen.add(node)
+        s = source(node)
+        if s is not node:
+            node = s
+            continue
+        if node.op != "call_function" or node.target not in SCALAR_OPS:
+            break
+        tensors = [a for a in node.args if isinstance(a, Node)]
+        if len(tensors) != 1:
+            break
+        node = tensors[0]
+    return node
+
+
 def _projection_input(node: Any) -> Any:
     """When ``node`` (through views) is a projection's output, the source of its activation; else None."""
     s = source(node)
@@ -60,6 +90,8 @@ def not_this_op(x: Node, g: Node) -> str | None:
     sx, sg = source(x), source(g)
     if sx is sg:
         return "SiLU" if x is g else "GLU (both operands slices of one tensor)"
+    if root(x) is root(g):  # the gate must come from another tensor than the value
+        return "an activation of one tensor (SiLU / QuickGELU: x * sigmoid(a * x))"
     px, pg = _projection_input(x), _projection_input(g)
     if px is not None and px is pg:
         return "GLU MLP (both operands projections of one activation)"
