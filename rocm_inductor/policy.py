@@ -122,3 +122,16 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
 #:   2026-11-29-decode-qk-norms).
 #: - rocm: 0 (every size, the vendor-kernel default, docs/vendors.md); not measured here.
 NORM_MIN_HIDDEN: dict[str, int] = {"cuda": 512, "rocm": 0, "cpu": 0}
+
+# moe_routing (the router's top-k of a mixture-of-experts layer, ops/moe_routing.py):
+# - rocm: AITER first for the kinds it serves (topk_softmax for the softmax kinds, biased_grouped_topk_hip for
+#   DeepSeek-V3's sigmoid groups with 1 or 8 groups; providers/_moe_routing_limits.py lists what it takes, read
+#   from its source), then our Triton kernel. Not measured on ROCm: verified on CPU stand-ins only
+#   (tests/test_moe_routing_pass.py); AITER never picks a NaN score where torch.topk ranks it first (docs/vendors.md).
+# - cuda: our Triton kernel (no FlashInfer router top-k is wrapped). Not yet measured: the op alone against
+#   Inductor's kernels is benchmarks/ops/bench_moe_routing.py.
+# - the pass is OFF on both until measured (enable with options={"passes": {"moe_routing": True}}).
+PROVIDER_ORDER["rocm"]["moe_routing"] = ("aiter", "triton")
+PROVIDER_ORDER["cuda"]["moe_routing"] = ("triton",)
+PASS_DEFAULTS["rocm"]["moe_routing"] = False
+PASS_DEFAULTS["cuda"]["moe_routing"] = False

@@ -25,6 +25,7 @@ PASSES: tuple[PassInfo, ...] = (
     PassInfo("rms_norm", ("rms_norm", "fused_add_rms_norm")),
     PassInfo("rope", ("rope", "rope_cached")),
     PassInfo("sigmoid_gate", ("sigmoid_gate",)),
+    PassInfo("moe_routing", ("moe_routing",)),
     PassInfo("sampling", ("sample",)),
     PassInfo("attention", ("decode_attention",)),
     PassInfo("all_reduce_norm", ("all_reduce_add_rms_norm",)),

@@ -253,3 +253,67 @@ def install(monkeypatch, modules: dict[str, types.ModuleType]) -> None:
         monkeypatch.delitem(sys.modules, name, raising=False)
     for name, mod in modules.items():
         monkeypatch.setitem(sys.modules, name, mod)
+
+
+def add_aiter_routing(ai: types.ModuleType, calls: list) -> types.ModuleType:
+    """Add AITER's router top-k entry points to an ``aiter`` stand-in (ROCm/aiter e4048607, also v0.1.5-v0.1.17
+    by signature: ``aiter/ops/moe_op.py:topk_softmax``, ``aiter/ops/topk.py:biased_grouped_topk_hip`` /
+    ``biased_grouped_topk``; math from ``csrc/kernels/topk_softmax_kernels{,_group}.cu``). In place outputs:
+    float32 weights, int32 ids; the group kernel reads the bias as the gating dtype and aborts (here: raises) on
+    other group counts than 1/2/4/8; neither kernel ever picks a NaN (its comparisons are ``>``)."""
+
+    def _argsort(choice: torch.Tensor, k: int) -> torch.Tensor:
+        # the lower index on equal values; NaN never chosen (ranked below -inf)
+        c = torch.where(torch.isnan(choice), torch.full_like(choice, float("-inf")), choice)
+        order = torch.sort(c, dim=-1, descending=True, stable=True)[1]
+        return order[:, :k]
+
+    def topk_softmax(topk_weights: torch.Tensor, topk_indices: torch.Tensor, token_expert_indices: torch.Tensor,
+                     gating_output: torch.Tensor, need_renorm: bool, num_shared_experts: int = 0,
+                     shared_expert_scoring_func: str = "") -> None:
+        assert topk_weights.dtype == torch.float32 and topk_indices.dtype == torch.int32
+        assert token_expert_indices.dtype == torch.int32
+        assert gating_output.dtype in (torch.float32, torch.float16, torch.bfloat16)
+        calls.append(("topk_softmax", tuple(gating_output.shape), gating_output.dtype, need_renorm))
+        x = gating_output.float()
+        k = topk_indices.shape[1]
+        ids = _argsort(x, k)
+        numer = torch.exp(x.gather(1, ids) - x.amax(-1, keepdim=True))
+        den = numer.sum(-1, keepdim=True) if need_renorm else torch.exp(x - x.amax(-1, keepdim=True)).sum(-1, True)
+        topk_weights.copy_(numer / den)
+        topk_indices.copy_(ids.int())
+
+    def biased_grouped_topk_hip(gating_output: torch.Tensor, correction_bias: torch.Tensor,
+                                topk_weights: torch.Tensor, topk_ids: torch.Tensor, num_expert_group: int,
+                                topk_grp: int, need_renorm: bool, routed_scaling_factor: float = 1.0) -> None:
+        if num_expert_group not in (1, 2, 4, 8):
+            raise RuntimeError(f"Unsupported num_expert_group: {num_expert_group}")
+        if not 1 <= topk_grp <= num_expert_group:
+            raise RuntimeError("topk_grp must be in [1, num_expert_group]")
+        assert correction_bias.dtype == gating_output.dtype, "the kernel reads the bias as scalar_t"
+        assert topk_weights.dtype == torch.float32 and topk_ids.dtype == torch.int32
+        calls.append(("biased_grouped_topk_hip", tuple(gating_output.shape), gating_output.dtype,
+                      num_expert_group, topk_grp, need_renorm, routed_scaling_factor))
+        s = gating_output.float().sigmoid()
+        c = s + correction_bias.float()
+        t, e = c.shape
+        if num_expert_group > 1:
+            gs = c.view(t, num_expert_group, -1).topk(2, dim=-1)[0].sum(-1)
+            keep = torch.zeros_like(gs).scatter_(1, _argsort(gs, topk_grp), 1).bool()
+            c = c.masked_fill(~keep.repeat_interleave(e // num_expert_group, 1), float("-inf"))
+        ids = _argsort(c, topk_ids.shape[1])
+        w = s.gather(1, ids)
+        mult = routed_scaling_factor / w.sum(-1, keepdim=True) if need_renorm else routed_scaling_factor
+        topk_weights.copy_(w * mult)
+        topk_ids.copy_(ids.int())
+
+    def biased_grouped_topk(gating_output, correction_bias, topk_weights, topk_ids, num_expert_group, topk_group,
+                            need_renorm, routed_scaling_factor=1.0):
+        return biased_grouped_topk_hip(gating_output, correction_bias, topk_weights, topk_ids, num_expert_group,
+                                       topk_group, need_renorm, routed_scaling_factor)
+
+    for name, fn in (("topk_softmax", topk_softmax), ("biased_grouped_topk_hip", biased_grouped_topk_hip),
+                     ("biased_grouped_topk", biased_grouped_topk)):
+        fn.__module__ = ai.__name__
+        setattr(ai, name, fn)
+    return ai

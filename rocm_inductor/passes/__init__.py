@@ -16,6 +16,7 @@ def _passes() -> tuple:
     from .all_reduce_norm import AllReduceNormPass
     from .attention import AttentionPass
     from .gemm_merge import GemmMergePass
+    from .moe_routing import MoeRoutingPass
     from .norm_gemm import NormGemmPass
     from .rms_norm import RMSNormPass
     from .rope import RoPEPass
@@ -25,8 +26,8 @@ def _passes() -> tuple:
     # all_reduce_norm after rms_norm: it extends the norms that pass rewrote with the all-reduce before them.
     # gemm_merge next to last: it groups the projections the other rewrites leave in place; norm_gemm last: it
     # folds the norms rms_norm rewrote into the GEMMs gemm_merge rewrote.
-    out = (RMSNormPass(), RoPEPass(), SigmoidGatePass(), SamplingPass(), AttentionPass(), AllReduceNormPass(),
-           GemmMergePass(), NormGemmPass())
+    out = (RMSNormPass(), RoPEPass(), SigmoidGatePass(), MoeRoutingPass(), SamplingPass(), AttentionPass(),
+           AllReduceNormPass(), GemmMergePass(), NormGemmPass())
     if [(p.name, tuple(p.ops)) for p in out] != [(i.name, i.ops) for i in PASSES]:
         raise RuntimeError("rocm_fused: the pass objects disagree with rocm_inductor.registry.PASSES")
     return out

@@ -56,6 +56,7 @@ class AiterProvider(Provider):
     library = "aiter"
     ops = frozenset({"rms_norm", "fused_add_rms_norm", "sample", "rope", "rope_cached",
                      "all_reduce_add_rms_norm"})
+    ops = ops | {"moe_routing"}  # the router's top-k (_moe_routing_limits.py)
 
     def platform_ok(self, platform: Any) -> str | None:
         if platform.kind != "rocm":
@@ -74,6 +75,10 @@ class AiterProvider(Provider):
             return check_vendor_rope("aiter", op, spec, AITER_ROPE_HEAD_DIMS)
         if op == "all_reduce_add_rms_norm":
             return self._check_ar_norm(spec)
+        if op == "moe_routing":
+            from ._moe_routing_limits import check_aiter_routing
+
+            return check_aiter_routing(spec, self.lib())
         reason = check_half_same_dtype_weight("aiter", spec)
         if reason is not None:
             return reason
@@ -198,3 +203,13 @@ class AiterProvider(Provider):
             q3.unsqueeze(1).contiguous(), k3.unsqueeze(1).contiguous(), cos, sin,
             pos.to(torch.int64).view(-1, 1), 1 if interleaved else 0, True, False)
         return q_back(qo.view(q3.shape)), k_back(ko.view(k3.shape))
+
+    def moe_routing(self, router_logits, k, kind, renormalize, correction_bias, n_group, topk_group,
+                    routed_scaling_factor, sorted_topk):
+        """AITER's ``topk_softmax`` (softmax kinds) or ``biased_grouped_topk_hip`` (sigmoid_grouped) on fresh
+        outputs, ids widened to int64; largest first for either ``sorted_topk``
+        (``_moe_routing_limits.aiter_moe_routing``). Stand-in verified only."""
+        from ._moe_routing_limits import aiter_moe_routing
+
+        return aiter_moe_routing(self.lib(), router_logits, k, kind, renormalize, correction_bias, n_group,
+                                 topk_group, routed_scaling_factor)

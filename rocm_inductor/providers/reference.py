@@ -208,6 +208,7 @@ class ReferenceProvider(Provider):
     library = None
     ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample",
                      "decode_attention", "all_reduce_add_rms_norm", "merged_gemm", "rms_norm_gemm"})
+    ops = ops | {"moe_routing"}  # the router's top-k (reference_moe.py)
 
     def check(self, op, spec):
         """Every op, except a single GEMM (``merged_gemm`` with one weight): that is a speed choice over
@@ -262,3 +263,11 @@ class ReferenceProvider(Provider):
         from .reference_attention import decode_attention_ref
 
         return decode_attention_ref(q, k, v, mask, scale, sinks)
+
+    def moe_routing(self, router_logits, k, kind, renormalize, correction_bias, n_group, topk_group,
+                    routed_scaling_factor, sorted_topk):
+        """See :func:`rocm_inductor.providers.reference_moe.moe_routing_ref` (the eager HF routers' ops)."""
+        from .reference_moe import moe_routing_ref
+
+        return moe_routing_ref(router_logits, k, kind, renormalize, correction_bias, n_group, topk_group,
+                               routed_scaling_factor, sorted_topk)

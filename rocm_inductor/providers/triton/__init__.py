@@ -24,6 +24,7 @@ class TritonProvider(Provider):
     library = "triton"
     ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample",
                      "decode_attention", "merged_gemm", "rms_norm_gemm"})
+    ops = ops | {"moe_routing"}  # the router's top-k (moe_routing.py)
     #: ``rope_cached`` clamps positions to the table inside the kernel (``rocm_fused::rope_cached``'s contract).
     clamps_rope_positions = True
 
@@ -53,6 +54,8 @@ class TritonProvider(Provider):
             reason = self.kernels("gemm_merge").check(spec)
         if reason is None and op == "rms_norm_gemm":
             reason = self.kernels("norm_gemm").check(spec)
+        if reason is None and op == "moe_routing":
+            reason = self.kernels("moe_routing").check(spec)
         return reason
 
     def rms_norm_gemm(self, x, residual, norm_weight, eps, offset, weights, biases):
@@ -94,3 +97,9 @@ class TritonProvider(Provider):
     def decode_attention(self, q, k, v, mask, scale, sinks=None):
         """See ``rocm_inductor.providers.triton.attention.decode_attention`` (split-KV, capture-safe)."""
         return self.kernels("attention").decode_attention(q, k, v, mask, scale, sinks=sinks)
+
+    def moe_routing(self, router_logits, k, kind, renormalize, correction_bias, n_group, topk_group,
+                    routed_scaling_factor, sorted_topk):
+        """See ``rocm_inductor.providers.triton.moe_routing.moe_routing`` (one program per token)."""
+        return self.kernels("moe_routing").moe_routing(router_logits, k, kind, renormalize, correction_bias,
+                                                       n_group, topk_group, routed_scaling_factor, sorted_topk)
