@@ -16,6 +16,7 @@ def _passes() -> tuple:
     from .all_reduce_norm import AllReduceNormPass
     from .attention import AttentionPass
     from .gemm_merge import GemmMergePass
+    from .moe_experts import MoEExpertsPass
     from .norm_gemm import NormGemmPass
     from .rms_norm import RMSNormPass
     from .rope import RoPEPass
@@ -27,6 +28,9 @@ def _passes() -> tuple:
     # folds the norms rms_norm rewrote into the GEMMs gemm_merge rewrote.
     out = (RMSNormPass(), RoPEPass(), SigmoidGatePass(), SamplingPass(), AttentionPass(), AllReduceNormPass(),
            GemmMergePass(), NormGemmPass())
+    # moe_experts runs before gemm_merge (registry order): its region holds the router's outputs, no GEMM that
+    # gemm_merge groups. Families appended here are put in registry order.
+    out = tuple(sorted(out + (MoEExpertsPass(),), key=lambda p: [i.name for i in PASSES].index(p.name)))
     if [(p.name, tuple(p.ops)) for p in out] != [(i.name, i.ops) for i in PASSES]:
         raise RuntimeError("rocm_fused: the pass objects disagree with rocm_inductor.registry.PASSES")
     return out
