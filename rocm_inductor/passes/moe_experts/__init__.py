@@ -54,12 +54,23 @@ class MoEExpertsPass(RewritePass):
     ops = ops_of(name)
 
     def find(self, graph: Graph, ctx: PassContext) -> Iterable[Candidate]:
-        """One candidate per (gate/up, down) expert GEMM pair, anchored at the gate/up GEMM."""
-        return [Candidate(up.node, f"MoE experts ({up.form})", (up, down)) for up, down in find_pairs(graph)]
+        """One candidate per (gate/up, down) expert GEMM pair, anchored at the gate/up GEMM, and one per expert
+        GEMM left without a partner (``read`` reports it)."""
+        pairs, lone = find_pairs(graph)
+        return ([Candidate(up.node, f"MoE experts ({up.form})", (up, down)) for up, down in pairs]
+                + [Candidate(g.node, f"MoE expert GEMM ({g.form})", (g, None)) for g in lone])
 
     def read(self, graph: Graph, ctx: PassContext, cand: Candidate) -> Experts:
-        """The region's inputs, output and parameters (``match.read_experts``)."""
-        return read_experts(*cand.data)
+        """The region's inputs, output and parameters (``match.read_experts``).
+
+        Raises:
+            Miss: an expert GEMM without a partner on the same ids, or a region ``read_experts`` rejects.
+        """
+        up, down = cand.data
+        if down is None:
+            raise Miss("an expert GEMM with no second expert GEMM on the same ids reading its output (gate/up "
+                       "then down): not the experts block the op computes")
+        return read_experts(up, down)
 
     def gate(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Experts) -> Choice:
         """Dtypes, the decode-bucket rule, extraction and verification, then the provider choice.

@@ -94,10 +94,11 @@ def as_gemm(n: Node, grouped: tuple[Any, ...]) -> Gemm | None:
     return None
 
 
-def find_pairs(graph: Graph) -> list[tuple[Gemm, Gemm]]:
+def find_pairs(graph: Graph) -> tuple[list[tuple[Gemm, Gemm]], list[Gemm]]:
     """(gate/up, down) expert GEMM pairs: two GEMMs of one form on the same routing key, the second reading
-    what the first computes."""
+    what the first computes; and the expert GEMMs left without a partner (near-misses)."""
     grouped = grouped_targets()
+    order = {n: i for i, n in enumerate(graph.nodes)}
     gemms = [g for g in (as_gemm(n, grouped) for n in graph.nodes if n.op == "call_function") if g is not None]
     pairs, used = [], set()
     for i, up in enumerate(gemms):
@@ -105,21 +106,21 @@ def find_pairs(graph: Graph) -> list[tuple[Gemm, Gemm]]:
             continue
         for down in gemms[i + 1:]:
             if down.form == up.form and down.key is up.key and down.node not in used \
-                    and _reads(down.operand, up.node):
+                    and reads(down.operand, up.node, order):
                 pairs.append((up, down))
                 used.update((up.node, down.node))
                 break
-    return pairs
+    return pairs, [g for g in gemms if g.node not in used]
 
 
-def _reads(n: Node, src: Node, limit: int = 64) -> bool:
-    """Whether ``src`` is an ancestor of ``n`` within ``limit`` nodes."""
-    stack, seen = [n], set()
-    while stack and len(seen) < limit:
+def reads(n: Node, src: Node, order: dict[Node, int]) -> bool:
+    """Whether ``src`` is an ancestor of ``n`` (``order``: graph positions; nodes before ``src`` are pruned)."""
+    stack, seen, floor = [n], set(), order.get(src, 0)
+    while stack:
         m = stack.pop()
         if m is src:
             return True
-        if m in seen or not isinstance(m, Node):
+        if m in seen or not isinstance(m, Node) or order.get(m, -1) < floor:
             continue
         seen.add(m)
         stack.extend(m.all_input_nodes)
@@ -223,6 +224,7 @@ def read_experts(up: Gemm, down: Gemm) -> Experts:
         Miss: a piece of the region is not where HF's experts code puts it (reason in plain words).
     """
     e = Experts(up, down)
+    order = {n: i for i, n in enumerate(up.node.graph.nodes)}
     if up.transposed != down.transposed:
         raise Miss("the gate/up and down weights are stored in different layouts")
     ids = _walk_up(up.key, lambda n: _is2d(n, (None, None), False))
@@ -247,7 +249,7 @@ def read_experts(up: Gemm, down: Gemm) -> Experts:
     for m in (n for n in nodes if is_call(n, aten.mul.Tensor)):
         for a in m.args:
             cand = _walk_up(a, lambda n: _is2d(n, (t, k), True))
-            if cand is not None and not _reads(cand, down.node):
+            if cand is not None and not reads(cand, down.node, order):
                 tw = cand
         if tw is not None:
             break
@@ -256,7 +258,7 @@ def read_experts(up: Gemm, down: Gemm) -> Experts:
     biases = [n for n in nodes if is_call(n, aten.index.Tensor) and n.args[0] not in stop
               and _is2d(n.args[0], (shape(up.weight)[0], None), True)]
     for b in biases:  # a bias gathered before the down GEMM is gate/up's, one after it is down's
-        if _reads(down.node, b):
+        if reads(down.node, b, order):
             e.b_gate_up = e.b_gate_up if e.b_gate_up is not None else b.args[0]
         elif e.b_down is None:
             e.b_down = b.args[0]
