@@ -86,6 +86,11 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
     "cpu": {},
 }
 
+# moe_experts: our Triton grouped GEMV only, on both GPU platforms (no vendor fused-MoE kernel is wrapped yet).
+#   Verified on CPU (interpreter) only; not measured: benchmarks/e2e/moe_decode.py.
+for _kind in ("rocm", "cuda"):
+    PROVIDER_ORDER[_kind]["moe_experts"] = ("triton",)
+
 #: Passes enabled by default per platform (a user's ``options={"passes": {...}}`` wins; forcing a
 #: provider turns every pass on). CPU: off (nothing to gain over Inductor's C++ code). These are the defaults
 #: where nothing was measured; the measurements behind the CUDA choices are entries of
@@ -114,6 +119,11 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
              "all_reduce_norm": False, "gemm_merge": True, "norm_gemm": True},
     "cpu": {},
 }
+
+# moe_experts: OFF on both GPU platforms until benchmarks/e2e/moe_decode.py has measured the decode step on the
+#   H200 (the kernel's tiles are not tuned). Enable with options={"passes": {"moe_experts": True}}.
+for _kind in ("rocm", "cuda"):
+    PASS_DEFAULTS[_kind]["moe_experts"] = False
 
 #: Smallest normalised size (the last dim) at which an RMSNorm is rewritten by default, per platform; a forced
 #: provider rewrites every size.

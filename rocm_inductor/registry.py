@@ -29,6 +29,8 @@ PASSES: tuple[PassInfo, ...] = (
     PassInfo("sampling", ("sample",)),
     PassInfo("attention", ("decode_attention",)),
     PassInfo("all_reduce_norm", ("all_reduce_add_rms_norm",)),
+    # moe_experts before gemm_merge: its region holds the router's top-k outputs, not GEMMs gemm_merge groups.
+    PassInfo("moe_experts", ("moe_experts",)),
     PassInfo("gemm_merge", ("merged_gemm",)),
     PassInfo("norm_gemm", ("rms_norm_gemm",)),
 )

@@ -16,6 +16,7 @@ def _passes() -> tuple:
     from .all_reduce_norm import AllReduceNormPass
     from .attention import AttentionPass
     from .gemm_merge import GemmMergePass
+    from .moe_experts import MoEExpertsPass
     from .moe_routing import MoeRoutingPass
     from .norm_gemm import NormGemmPass
     from .rms_norm import RMSNormPass
@@ -27,7 +28,7 @@ def _passes() -> tuple:
     # gemm_merge next to last: it groups the projections the other rewrites leave in place; norm_gemm last: it
     # folds the norms rms_norm rewrote into the GEMMs gemm_merge rewrote.
     out = (RMSNormPass(), RoPEPass(), SigmoidGatePass(), MoeRoutingPass(), SamplingPass(), AttentionPass(),
-           AllReduceNormPass(), GemmMergePass(), NormGemmPass())
+           AllReduceNormPass(), MoEExpertsPass(), GemmMergePass(), NormGemmPass())
     if [(p.name, tuple(p.ops)) for p in out] != [(i.name, i.ops) for i in PASSES]:
         raise RuntimeError("rocm_fused: the pass objects disagree with rocm_inductor.registry.PASSES")
     return out

@@ -32,6 +32,7 @@ from .verify import (  # noqa: F401  (re-exported: the names callers read off ``
     KIND_RTOL,
     SEEDS,
     SYM_VALUES,
+    InputMaker,
     Region,
     Verdict,
     evaluate,
@@ -137,7 +138,7 @@ def signature(region: Region, kind: str, params: Any) -> str:
 
 def verify(region: Region, kind: str, params: Any,
            math64: Callable[..., Sequence[torch.Tensor]],
-           op_ref: Callable[..., Sequence[torch.Tensor]]) -> Verdict:
+           op_ref: Callable[..., Sequence[torch.Tensor]], inputs: InputMaker | None = None) -> Verdict:
     """Check that ``region`` computes ``kind`` with ``params`` (``passes/verify.py``), cached by signature.
 
     Args:
@@ -148,6 +149,7 @@ def verify(region: Region, kind: str, params: Any,
             one tensor per region output.
         op_ref: the op's pure-torch reference in the graph's dtypes: called with the tensor inputs as they
             are, returns one tensor per region output (what the rewrite will compute).
+        inputs: the family's own random inputs (``verify.InputMaker``; default: ``verify.random_inputs``).
 
     Returns:
         A :class:`Verdict`; an exception while evaluating becomes a failed verdict naming it.
@@ -161,7 +163,7 @@ def verify(region: Region, kind: str, params: Any,
         return dataclasses.replace(hit, cached=True)
     t0 = time.perf_counter()
     try:
-        verdict = evaluate(region, math64, op_ref)
+        verdict = evaluate(region, math64, op_ref, inputs)
     except Exception as e:  # a region we cannot evaluate is not proven: never rewritten
         verdict = Verdict(False, f"verification could not evaluate the region ({type(e).__name__}: {e})")
     _STATS["verified"] += 1

@@ -73,8 +73,8 @@ def is_sym(v: Any) -> bool:
     return isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool))
 
 
-def _substitution(region: Region) -> dict[Any, int]:
-    """Small concrete values for every free symbol of the region's inputs."""
+def substitution(region: Region) -> dict[Any, int]:
+    """Small concrete values (:data:`SYM_VALUES`) for every free symbol of the region's inputs."""
     free: list[Any] = []
     for n in region.inputs:
         v = val(n)
@@ -94,7 +94,7 @@ def _concrete(s: Any, subs: dict[Any, int]) -> int:
 def random_inputs(region: Region, seed: int) -> tuple[list[Any], dict[Any, int]]:
     """Random values for the region's inputs (floats ~ N(0, 1), ints in [0, INT_HIGH), bools), symbolic sizes
     replaced by :data:`SYM_VALUES`. Returns the values and the substitution used."""
-    subs = _substitution(region)
+    subs = substitution(region)
     g = torch.Generator().manual_seed(seed)
     vals: list[Any] = []
     for n in region.inputs:
@@ -171,7 +171,13 @@ def rel_err(a: torch.Tensor, ref: torch.Tensor) -> float:
     return float(d.max() / ref.abs()[finite].max().clamp_min(1e-30)) if d.numel() else 0.0
 
 
-def evaluate(region: Region, math64: Callable, op_ref: Callable) -> Verdict:
+#: ``inputs(region, seed) -> (args, args64, subs)``: a family's own random inputs for :func:`evaluate` (the
+#: graph-dtype values, the same values in float64, the symbol substitution), for regions whose inputs must obey
+#: a rule random floats and ints break (expert ids below the expert count) or are too large to draw in full.
+InputMaker = Callable[[Region, int], tuple[list[Any], list[Any], dict[Any, int]]]
+
+
+def evaluate(region: Region, math64: Callable, op_ref: Callable, inputs: InputMaker | None = None) -> Verdict:
     """Judge ``region`` against the op (see module docstring); no cache (``discover.verify`` caches).
 
     Args:
@@ -179,6 +185,7 @@ def evaluate(region: Region, math64: Callable, op_ref: Callable) -> Verdict:
         math64: the op's math in float64, called with the region's tensor inputs cast to float64; returns one
             tensor per region output.
         op_ref: the op's pure-torch reference in the graph's dtypes, called with the tensor inputs as they are.
+        inputs: the family's input maker (:data:`InputMaker`); default :func:`random_inputs`, widened by casts.
 
     Returns:
         A :class:`Verdict`. Raises whatever evaluating the region or the op raises.
@@ -186,9 +193,12 @@ def evaluate(region: Region, math64: Callable, op_ref: Callable) -> Verdict:
     wide = widened(region.module)
     worst_kind, worst_op, worst_eager, dts = 0.0, 0.0, 0.0, set()
     for seed in SEEDS:
-        args, subs = random_inputs(region, seed)
+        if inputs is None:
+            args, subs = random_inputs(region, seed)
+            args64 = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+        else:
+            args, args64, subs = inputs(region, seed)
         tens = args[:region.n_tensor_inputs]
-        args64 = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
         tens64 = args64[:region.n_tensor_inputs]
         eager = _run(region.module, args, subs)
         eager64 = _run(wide, args64, subs)

@@ -208,7 +208,7 @@ class ReferenceProvider(Provider):
     library = None
     ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample",
                      "decode_attention", "all_reduce_add_rms_norm", "merged_gemm", "rms_norm_gemm"})
-    ops = ops | {"moe_routing"}  # the router's top-k (reference_moe.py)
+    ops = ops | {"moe_routing", "moe_experts"}  # reference_moe.py, reference_moe_experts.py
 
     def check(self, op, spec):
         """Every op, except a single GEMM (``merged_gemm`` with one weight): that is a speed choice over
@@ -271,3 +271,11 @@ class ReferenceProvider(Provider):
 
         return moe_routing_ref(router_logits, k, kind, renormalize, correction_bias, n_group, topk_group,
                                routed_scaling_factor, sorted_topk)
+
+    def moe_experts(self, x, topk_weights, topk_ids, w_gate_up, w_down, b_gate_up, b_down, activation,
+                    interleaved, transposed, alpha, limit):
+        """See :func:`rocm_inductor.providers.reference_moe_experts.moe_experts_ref`."""
+        from .reference_moe_experts import moe_experts_ref
+
+        return moe_experts_ref(x, topk_weights, topk_ids, w_gate_up, w_down, b_gate_up, b_down, activation,
+                               interleaved, transposed, alpha, limit)

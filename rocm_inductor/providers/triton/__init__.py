@@ -24,7 +24,7 @@ class TritonProvider(Provider):
     library = "triton"
     ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample",
                      "decode_attention", "merged_gemm", "rms_norm_gemm"})
-    ops = ops | {"moe_routing"}  # the router's top-k (moe_routing.py)
+    ops = ops | {"moe_routing", "moe_experts"}  # the router's top-k, the routed experts' grouped GEMV
     #: ``rope_cached`` clamps positions to the table inside the kernel (``rocm_fused::rope_cached``'s contract).
     clamps_rope_positions = True
 
@@ -56,7 +56,15 @@ class TritonProvider(Provider):
             reason = self.kernels("norm_gemm").check(spec)
         if reason is None and op == "moe_routing":
             reason = self.kernels("moe_routing").check(spec)
+        if reason is None and op == "moe_experts":
+            reason = self.kernels("moe_experts").check(spec)
         return reason
+
+    def moe_experts(self, x, topk_weights, topk_ids, w_gate_up, w_down, b_gate_up, b_down, activation,
+                    interleaved, transposed, alpha, limit):
+        """See ``rocm_inductor.providers.triton.moe_experts.moe_experts`` (grouped GEMV, weights in place)."""
+        return self.kernels("moe_experts").moe_experts(x, topk_weights, topk_ids, w_gate_up, w_down, b_gate_up,
+                                                       b_down, activation, interleaved, transposed, alpha, limit)
 
     def rms_norm_gemm(self, x, residual, norm_weight, eps, offset, weights, biases):
         """See ``rocm_inductor.providers.triton.norm_gemm.rms_norm_gemm`` (one launch with the full-K GEMV
