@@ -286,7 +286,7 @@ def test_tiny_flex_olmo_rope_found():
     m = transformers.FlexOlmoForCausalLM(cfg).to(torch.bfloat16).eval()
     ids = torch.randint(0, 128, (1, 5))
     out, (g,) = compile_run(lambda ids: m(input_ids=ids, use_cache=False).logits, ids)
-    assert g.after[ROPE] == cfg.num_hidden_layers and not g.report.near_misses
+    assert g.after[ROPE] == cfg.num_hidden_layers and not [n for n in g.report.near_misses if n.pass_name == "rope"]
     with torch.no_grad():
         eager = m(input_ids=ids, use_cache=False).logits
     assert rel_err(out, eager) < 3e-2  # bf16 logits of a 2-layer model: rounding differences only

@@ -93,9 +93,10 @@ def canonical_views(graph: Graph, r: Node) -> bool:
     src, order, used = found
     x = src
     if (is_call(src, *RESHAPES) and order == sorted(order)
-            and len(shape(src)) > max(len(shape(src.args[0])), len(shape(r)))):
-        # reshape(reshape(y)) == reshape(y); only through einsum's temporary higher-rank view (a head repeat's
-        # reshape stays: the attention pass reads it)
+            and len(shape(src)) > len(shape(r)) > len(shape(src.args[0]))):
+        # reshape(reshape(y)) == reshape(y); only through einsum's temporary higher-rank view back up from a
+        # bmm (3D -> 5D -> 4D). A head repeat's reshape (5D -> 4D) and HF's P @ V view before the head merge
+        # (3D -> 4D -> 3D) stay: the attention pass reads them
         x, used = src.args[0], used + 1
     need_permute = order != sorted(order)
     if used <= int(need_permute):  # not shorter than what is there

@@ -19,6 +19,7 @@ from torch.fx import Graph, Node
 
 from ..contract import Miss
 from ..fx import CONVERT, RESHAPES, is_call, shape, val
+from .sentinel import sentinel_fill
 
 aten = torch.ops.aten
 
@@ -127,8 +128,9 @@ def reads(n: Node, src: Node, order: dict[Node, int]) -> bool:
     return False
 
 
-def _walk_up(n: Any, ok) -> Node | None:
-    """First node up the first-argument chain (through :data:`_UP` ops) for which ``ok(node)`` holds."""
+def _walk_up(n: Any, ok, experts: Any = None) -> Node | None:
+    """First node up the first-argument chain (through :data:`_UP` ops and, given the expert count, HF's
+    sentinel fill, ``sentinel.py``) for which ``ok(node)`` holds."""
     for _ in range(16):
         if not isinstance(n, Node):
             return None
@@ -136,6 +138,10 @@ def _walk_up(n: Any, ok) -> Node | None:
             return n
         if n.op != "call_function" or not n.args:
             return None
+        inner = sentinel_fill(n, experts) if experts is not None else None
+        if inner is not None:
+            n = inner
+            continue
         if n.target not in _UP and n.target is not operator.getitem:
             return None
         n = n.args[0]
@@ -232,7 +238,7 @@ def read_experts(up: Gemm, down: Gemm) -> Experts:
         raise Miss("the expert ids are not a (tokens, k) integer tensor the region starts from")
     t, k = shape(ids)
     hidden = shape(up.weight)[1 if up.transposed else 2]
-    x = _walk_up(up.operand, lambda n: _is2d(n, (t, hidden), True))
+    x = _walk_up(up.operand, lambda n: _is2d(n, (t, hidden), True), experts=shape(up.weight)[0])
     if x is None:
         raise Miss(f"the token states are not a (tokens, {hidden}) tensor the region starts from")
     out = _sum_over_k(down.node, t, k)

@@ -183,3 +183,22 @@ def moe_routing(router_logits: torch.Tensor, k: int, kind: str, renormalize: boo
         else 1, NG=npad, BLOCK_G=block_g, HAS_BIAS=correction_bias is not None, RENORM=bool(renormalize),
         SCALE=routed_scaling_factor != 1.0, EPS=RENORM_EPS, num_warps=_warps(npad * block_g))
     return w, ids
+
+
+def aot_cases() -> list[dict]:
+    """Compile cases (``providers/triton/_aot.py``): the Qwen3-MoE router (bf16 logits, 128 experts, top-8,
+    renormalised) and the DeepSeek-V3 router (float32 logits, 256 experts in 8 groups, 4 kept, top-8, bias,
+    scaling factor)."""
+    sig = {"x_ptr": "*bf16", "bias_ptr": "*bf16", "w_ptr": "*fp32", "ids_ptr": "*i64", "stride_x": "i32",
+           "stride_o": "i32", "group_size": "i32", "scale": "fp32", **{c: "constexpr" for c in (
+               "KIND", "K", "BLOCK_K", "N_GROUP", "TOPK_GROUP", "NG", "BLOCK_G", "HAS_BIAS", "RENORM", "SCALE",
+               "EPS")}}
+    qwen = {"KIND": _KIND_CODE["softmax_topk"], "K": 8, "BLOCK_K": 8, "N_GROUP": 1, "TOPK_GROUP": 1, "NG": 1,
+            "BLOCK_G": 128, "HAS_BIAS": False, "RENORM": True, "SCALE": False, "EPS": RENORM_EPS}
+    dsv3 = {"KIND": _KIND_CODE["sigmoid_grouped"], "K": 8, "BLOCK_K": 8, "N_GROUP": 8, "TOPK_GROUP": 4, "NG": 8,
+            "BLOCK_G": 32, "HAS_BIAS": True, "RENORM": True, "SCALE": True, "EPS": RENORM_EPS}
+    fp32 = {**sig, "x_ptr": "*fp32", "bias_ptr": "*fp32"}
+    return [{"name": "moe_routing softmax_topk E=128 k=8", "fn": _moe_routing_kernel, "signature": sig,
+             "constexprs": qwen, "num_warps": _warps(128)},
+            {"name": "moe_routing sigmoid_grouped E=256 g=8/4 k=8", "fn": _moe_routing_kernel, "signature": fp32,
+             "constexprs": dsv3, "num_warps": _warps(256)}]
