@@ -96,9 +96,9 @@ def _run(family: str, provider: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_moe_decode_reference(family):
-    _run(family, "reference")
+def test_moe_decode_reference():
+    """The reference provider on one family (every family runs through Triton below; the suite's time)."""
+    _run("qwen3_moe", "reference")
 
 
 @pytest.mark.slow
