@@ -43,12 +43,7 @@ class PassContext:
 
     def kept_output_text(self) -> str:
         """Why a value that is also a graph output is kept, in words that fit this graph's kind."""
-        if self.is_inference:
-            return "the graph returns it (a model output, or a value used after this graph)"
-        if self.is_inference is False:
-            return "a training graph saves it for backward: compile under torch.no_grad() or torch.inference_mode()"
-        return ("a graph output: a training graph saving it for backward, or a value the model returns or uses "
-                "after this graph")
+        return kept_output_text(self.is_inference)
 
     def choose(self, op: str, spec: dict[str, Any], forced: str | None = None) -> Choice:
         """Provider for ``op`` under the options' forcing (or ``forced``: a tuning decision's winner), via
@@ -83,6 +78,17 @@ class PassContext:
 
 
 _CURRENT: list[PassContext] = []
+
+
+def kept_output_text(is_inference: bool | None) -> str:
+    """Why a value that is also a graph output is kept: returned (inference graph), saved for backward (training
+    graph), or either when the graph's kind is not known (``None``: outside a pass, or a torch that does not say)."""
+    if is_inference:
+        return "the graph returns it (a model output, or a value used after this graph)"
+    if is_inference is False:
+        return "a training graph saves it for backward: compile under torch.no_grad() or torch.inference_mode()"
+    return ("a graph output: a training graph saving it for backward, or a value the model returns or uses after "
+            "this graph")
 
 
 def running() -> PassContext | None:

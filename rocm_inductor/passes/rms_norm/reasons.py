@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch.fx import Node
 
-from ..context import running
+from ..context import kept_output_text, running
 from ..fx import is_call, strip_casts, val
 
 aten = torch.ops.aten
@@ -77,10 +77,7 @@ def users_text(node: Node, skip: Node | None) -> str:
 def _kept_text() -> str:
     """Why a graph output is kept, in this graph's words (the running pass's context; unknown outside one)."""
     ctx = running()
-    if ctx is not None:
-        return ctx.kept_output_text()
-    return ("a graph output: a training graph saving it for backward, or a value the model returns or uses after "
-            "this graph")
+    return kept_output_text(ctx.is_inference if ctx is not None else None)
 
 
 def leftover_reason(pw: Node, mean: Node, add: Node, rsqrt: Node) -> str:
