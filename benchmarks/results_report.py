@@ -67,7 +67,7 @@ class Topic:
 TOPICS: dict[str, Topic] = {
     "decode": Topic(("model", "bucket", "max_cache_len", "config"), ("step_us", "sample_step_us")),
     "clients": Topic(("client", "batch", "config"), ("value",)),
-    "decode_step": Topic(("model", "batch", "config"), ("step_us",)),
+    "decode_step": Topic(("model", "batch", "max_cache_len", "sampler", "config"), ("step_us",)),
     "tuning": Topic(("model", "batch", "config"), ("step_us",)),
     "tuning_cost": Topic(("model",), ("compile_s_level2", "compile_s_level2_tuning", "compile_s_level1_warm_store")),
     "moe_decode": Topic(("model", "batch", "config", "experts"), ("step_us",)),
@@ -112,6 +112,11 @@ VIEWS: dict[str, View] = {
                          {"config": ("ours", "eager", "inductor", "flashinfer_0.5.3", "flashinfer_0.6.18.post1"),
                           "batch": ("1", "8", "32", "64")},
                          (("vocab", int), ("batch", int), ("filters", str), ("config", str))),
+    "decode_step.csv": View("decode_step", ("model", "batch", "max_cache_len", "sampler", "config", "step_us",
+                                            "kernels"),
+                            {"config": ("inductor", "rocm_fused"), "sampler": ("none", "hf")},
+                            (("model", str), ("batch", int), ("max_cache_len", int), ("sampler", str),
+                             ("config", str))),
     "decode_gemm.csv": View("decode_gemm", ("model", "batch", "config", "step_us"), {},
                             (("model", str), ("batch", int), ("config", str))),
 }

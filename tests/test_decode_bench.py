@@ -45,3 +45,15 @@ def test_decode_plan_orders_level2_last_and_always_runs_inductor():
                     ("rocm_fused_l2", "prefill 512")]
     with pytest.raises(SystemExit):
         decode.plan(decode.parse_args(["--configs", "inductr"]))
+
+
+def test_decode_step_bench_cells():
+    """benchmarks/e2e/decode_step.py's cells follow --models / --batches / --cache-lens, then the --also cells of
+    the listed models (the script itself is smoke-run with ``--tiny --device cpu`` before a device call)."""
+    bench = load_bench("e2e/decode_step.py")
+    args = bench.parse_args(["--models", "llama,qwen3", "--batches", "1,8", "--also", "llama:32:4096,gemma:1:64"])
+    assert bench.cells(args) == [("llama", 1, 1024), ("llama", 8, 1024), ("qwen3", 1, 1024), ("qwen3", 8, 1024),
+                                 ("llama", 32, 4096)]
+    assert bench.options_of("x", {"x": {"passes": {"rope": False}}}, True) == {
+        "level": 1, "cudagraphs": True, "passes": {"rope": False}}
+    assert bench.options_of("inductor", {}, True) is None
