@@ -12,10 +12,12 @@ top-p 0.9, ``tests/sampling_spellings.py``'s ``hf_sampler``) with the same backe
 ``kernels``: GPU kernels per step seen by ``torch.profiler`` (CUPTI records the kernels of a CUDA-graph replay;
 memcpy/memset excluded). ``logit_err``: max |logits - eager| / max |eager| on the step's inputs.
 
-Writes ``decode_step.md`` under ``--out`` and records the rows in ``results/runs/decode_step.csv`` (unless
-``--no-log``); ``python benchmarks/results_report.py`` regenerates ``results/decode_step.csv`` (columns exactly
-``model,batch,max_cache_len,sampler,config,step_us,kernels``, configs ``inductor`` and ``rocm_fused``). Runs go in
-order and one that would end past ``--budget-s`` is skipped and listed.
+Writes ``decode_step.md`` and ``decode_step_kernels.md`` (per cell and config without sampler: the kernels that
+take the step's time, launches and CUPTI us per step) under ``--out`` and records the rows in
+``results/runs/decode_step.csv`` (unless ``--no-log``); ``python benchmarks/results_report.py`` regenerates
+``results/decode_step.csv`` (columns exactly ``model,batch,max_cache_len,sampler,config,step_us,kernels``, configs
+``inductor`` and ``rocm_fused``). Runs go in order and one that would end past ``--budget-s`` is skipped and
+listed.
 
     PYTHONPATH=$PWD:$PWD/benchmarks python benchmarks/e2e/decode_step.py --models llama,qwen3 \\
         [--batches 1,8,32] [--also llama:32:4096] [--budget-s 540] [--extra 'x={"passes": {"rope": false}}']
@@ -101,11 +103,12 @@ def compiled(fn, opts: dict | None, cuda: bool):
     return torch.compile(fn, backend="rocm_fused", options=opts, fullgraph=True, dynamic=False)
 
 
-def count_kernels(call, cuda: bool, n: int = 5) -> int | str:
-    """GPU kernels per ``call()`` (torch.profiler, CUDA activity; memcpy/memset left out); "" without a GPU or
-    when the profiler sees none (a stack whose CUPTI does not report graph kernels)."""
+def profile_kernels(call, cuda: bool, n: int = 5) -> tuple[int | str, dict[str, tuple[int, float]]]:
+    """GPU kernels per ``call()`` (torch.profiler, CUDA activity; memcpy/memset left out) and, per kernel name,
+    (launches per call, CUPTI microseconds per call); ``("", {})`` without a GPU or when the profiler sees none
+    (a stack whose CUPTI does not report graph kernels)."""
     if not cuda:
-        return ""
+        return "", {}
     from torch.profiler import ProfilerActivity, profile
 
     call()
@@ -116,7 +119,22 @@ def count_kernels(call, cuda: bool, n: int = 5) -> int | str:
         torch.cuda.synchronize()
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
                and not e.name.lower().startswith(("memcpy", "memset"))]
-    return round(len(kernels) / n) if kernels else ""
+    per: dict[str, tuple[int, float]] = {}
+    for e in kernels:
+        c, us = per.get(e.name, (0, 0.0))
+        per[e.name] = (c + 1, us + (e.time_range.end - e.time_range.start))
+    per = {k: (round(c / n), us / n) for k, (c, us) in per.items()}
+    return (round(len(kernels) / n) if kernels else ""), per
+
+
+def breakdown_text(title: str, per: dict[str, tuple[int, float]], top: int = 14) -> str:
+    """The ``top`` kernels by time per call as markdown lines (name cut to 90 characters)."""
+    total = sum(us for _, us in per.values())
+    lines = [f"### {title}: {sum(c for c, _ in per.values())} kernels, {total:.1f} us of kernel time", "",
+             "| kernel | launches | us | share |", "|---|---|---|---|"]
+    for name, (c, us) in sorted(per.items(), key=lambda kv: -kv[1][1])[:top]:
+        lines.append(f"| `{name[:90]}` | {c} | {us:.1f} | {us / max(total, 1e-9):.1%} |")
+    return "\n".join(lines) + "\n"
 
 
 def rewrites() -> str:
@@ -152,8 +170,9 @@ def run_cell(config: str, step, inputs, ref, sampler, args, extra, cuda: bool) -
             return fn(*inputs)
 
         us = time_call(call, args.reps, args.rounds, cuda)
+        kernels, per = profile_kernels(call, cuda)
         rows.append(dict(sampler="none", config=config, step_us=round(statistics.median(us), 1),
-                         kernels=count_kernels(call, cuda), **info))
+                         kernels=kernels, _breakdown=per, **info))
         if sampler is None:
             return rows
         _mark()
@@ -172,7 +191,7 @@ def run_cell(config: str, step, inputs, ref, sampler, args, extra, cuda: bool) -
 
         us = time_call(call_sampled, args.reps, args.rounds, cuda)
         rows.append(dict(sampler="hf", config=config, step_us=round(statistics.median(us), 1),
-                         kernels=count_kernels(call_sampled, cuda), **info))
+                         kernels=profile_kernels(call_sampled, cuda)[0], **info))
     return rows
 
 
@@ -215,7 +234,7 @@ def main(argv=None) -> int:
         extra[name] = json.loads(text)
     configs = [*args.configs.split(","), *[n for n in extra if n not in args.configs.split(",")]]
     sampler = None if args.no_sampler else load_hf_sampler()
-    start, rows, models, est = time.perf_counter(), [], {}, {}
+    start, rows, models, est, breakdowns = time.perf_counter(), [], {}, {}, []
     title = f"Decode step, Inductor vs rocm_fused ({versions()})"
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -249,11 +268,16 @@ def main(argv=None) -> int:
                 got = run_cell(config, *state, sampler, args, extra, cuda)
                 est[(name, config)] = time.perf_counter() - t0
                 rows += [dict(key, **r) for r in got]
+                if got[0].get("_breakdown"):
+                    breakdowns.append(breakdown_text(f"{name} B={batch} {slots} slots, {config}",
+                                                     got[0]["_breakdown"]))
+                    (out / "decode_step_kernels.md").write_text("\n".join(breakdowns))
             except Exception as e:  # one failing cell must not lose the others' numbers
                 msg = str(e).strip().splitlines()
                 rows.append(dict(key, sampler="", config=config,
                                  status=f"error: {type(e).__name__}: {(msg[0] if msg else '')[:160]}"))
-            print(f"[{time.perf_counter() - start:6.0f}s] {rows[-1]}", flush=True)
+            print(f"[{time.perf_counter() - start:6.0f}s] { {k: v for k, v in rows[-1].items() if k[0] != '_'} }",
+                  flush=True)
             (out / "decode_step.md").write_text(f"# {title}\n\n{table(rows)}")
     text = table(rows) + (f"\npos={args.pos}, bf16 on GPU / fp32 on CPU, reps={args.reps} x rounds={args.rounds}, "
                           f"{time.perf_counter() - start:.0f} s\n")
