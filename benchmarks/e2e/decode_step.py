@@ -50,7 +50,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # benchmar
 import cli  # noqa: E402  (benchmarks/cli.py)
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
 import run_log  # noqa: E402  (benchmarks/run_log.py)
-from timing import time_call, versions  # noqa: E402  (benchmarks/timing.py)
+from timing import capture_graph, time_call, versions  # noqa: E402  (benchmarks/timing.py)
 
 COLUMNS = ("model", "batch", "max_cache_len", "sampler", "config", "step_us", "kernels")
 MD_COLUMNS = COLUMNS + ("vs_inductor", "logit_err", "compile_s", "rewrites", "status")
@@ -179,9 +179,16 @@ def run_cell(config: str, step, inputs, ref, sampler, args, extra, cuda: bool) -
         logits = fn(*inputs).clone()
         samp = compiled(sampler, opts, cuda)
         t0 = time.perf_counter()
-        _mark()
-        samp(logits)
-        info = dict(info, compile_s=round(time.perf_counter() - t0, 1))
+        try:
+            _mark()
+            samp(logits)
+            info = dict(info, compile_s=round(time.perf_counter() - t0, 1))
+        except Exception as e:  # torch 2.11's Inductor crashes on the HF sampler's cumsum at B > 1 (docs/gpu.md)
+            msg = str(e).strip().splitlines()
+            samp, why = eager_sampler_graph(sampler, logits, cuda)
+            info = dict(info, compile_s=round(time.perf_counter() - t0, 1),
+                        status=f"sampler compile crashed ({type(e).__name__}: {(msg[0] if msg else '')[:80]}): "
+                               f"eager sampler {'loop: ' + why if why else 'in its own CUDA graph'}")
         if opts is not None:
             info["rewrites"] = rewrites()
 
@@ -193,6 +200,30 @@ def run_cell(config: str, step, inputs, ref, sampler, args, extra, cuda: bool) -
         rows.append(dict(sampler="hf", config=config, step_us=round(statistics.median(us), 1),
                          kernels=profile_kernels(call_sampled, cuda)[0], **info))
     return rows
+
+
+def eager_sampler_graph(sampler, logits: torch.Tensor, cuda: bool):
+    """The eager ``sampler`` captured in its own CUDA graph over a static copy of ``logits`` (B, V) ->
+    ``(call(x), None)``; ``(call(x), reason)`` running it eagerly when there is no GPU or capture fails. Used
+    when a config cannot compile the sampler, so its row still times step + sampler with graph replays."""
+    static = logits.clone()
+    if cuda:
+        try:
+            graph, out = capture_graph(lambda: sampler(static), warmup=2)
+            torch.cuda.synchronize()
+
+            def replay(x):
+                static.copy_(x)
+                graph.replay()
+                return out
+
+            return replay, None
+        except Exception as e:
+            torch.cuda.synchronize()
+            why = f"capture failed: {type(e).__name__}"
+    else:
+        why = "no CUDA graphs on CPU"
+    return sampler, why
 
 
 def cells(args) -> list[tuple[str, int, int]]:
