@@ -122,15 +122,14 @@ def _cases(b, v, g):
 
 # (module settings, (B, V), marks): the default schedule, tails from the first pass (2 / 4 / 64 pivots), a tail that
 # never starts, a 128-pivot tail; unsplit rows and 4 / 8 / 64-column chunks (V not a multiple of them). With 64-column
-# chunks interp_compare_tile = 32768 makes programs of 32 rows (16 pivots x 64 columns; B = 38: 2 programs, the last
-# with 6 rows; V = 67: a 3-column last chunk), 4096 programs of 4 rows (B = 22: 6 programs, the last with 2 rows;
-# V = 37, one chunk). (B was 70, 3 and 18 programs: more programs of the same shape, nothing more to check; the
-# interpreter's time grows with the programs.)
+# chunks interp_compare_tile = 32768 makes programs of 32 rows (16 pivots x 64 columns; B = 70: 3 programs, the last
+# with 6 rows; V = 67: a 3-column last chunk), 4096 programs of 4 rows (18 programs, the last with 2 rows; slow:
+# ~25 s under the interpreter; V = 37, one chunk).
 _SLOW = pytest.mark.slow
 _SCHEDULES = [
     (dict(), (17, 203), ()),
-    (dict(force_chunk=64, interp_compare_tile=32768), (38, 67), ()),
-    (dict(force_chunk=64, interp_compare_tile=4096), (22, 37), (_SLOW,)),
+    (dict(force_chunk=64, interp_compare_tile=32768), (70, 67), ()),
+    (dict(force_chunk=64, interp_compare_tile=4096), (70, 37), (_SLOW,)),
     (dict(chain_tail_width=2**32, chain_tail_np=2), (3, 37), ()),
     (dict(force_chunk=4, chain_tail_width=2**32, chain_tail_np=4), (5, 37), (_SLOW,)),
     (dict(force_chunk=64, chain_tail_width=2, chain_tail_np=64), (9, 130), ()),
