@@ -87,9 +87,13 @@ def test_chain_rejected_candidates_draw_the_searchs_tokens(chunk, sampler_knobs)
     x[5] = 1.0  # all tied
     cases = [dict(temperature=2.0, top_p=0.1), dict(temperature=1.5, top_p=0.35, min_p=0.05),
              dict(p_rows=torch.linspace(0.0, 1.0, 24), mp_rows=torch.linspace(0.0, 0.2, 24), temperature=1.3)]
+    # Split rows (5 chunks) take ~6x the interpreter time of unsplit ones (193 s vs 32 s with two seeds, 2-core
+    # machine under load ~15): they draw with seed 1 only (24 rows, most first candidates rejected), unsplit rows
+    # with both seeds.
+    seeds = (1, 2) if chunk is None else (1,)
     for kw in cases:
         for xx in (x, x.to(torch.bfloat16)):
-            for seed in (1, 2):
+            for seed in seeds:
                 sampler_knobs(winner=True)
                 a = _draw(xx, seed, **kw)
                 sampler_knobs(winner=False)
