@@ -60,3 +60,25 @@ def per_head_broadcast(attn, gate, o_proj):
 
 
 NEGATIVES = {"silu": silu, "swiglu": swiglu, "per_head_broadcast": per_head_broadcast}
+
+
+def census_cases():
+    """name -> (build, expected gate ops) for scripts/recognition_census.py; ``build()`` -> (fn, args, float64
+    reference). A negative expects 0 ops."""
+    import torch.nn as nn
+
+    def make(fn, positive):
+        def build():
+            torch.manual_seed(0)
+            o = nn.Linear(32, 16, bias=False).to(torch.bfloat16)
+            a, g = torch.randn(2, 3, 32, dtype=torch.bfloat16), torch.randn(2, 3, 32, dtype=torch.bfloat16)
+            ref = None
+            if positive:
+                with torch.no_grad():
+                    ref = a.double() * torch.sigmoid(g.double()) @ o.weight.double().t()
+            return fn, (a, g, o), ref
+        return build
+
+    out = {n: (make(f, True), 1) for n, f in GATES.items()}
+    out.update({f"{n} (negative)": (make(f, False), 0) for n, f in NEGATIVES.items()})
+    return out

@@ -195,3 +195,95 @@ def rope64(x, cos, sin, interleaved=False, rotary_dim=None):
     rot = (torch.stack((-xr[..., 1::2], xr[..., ::2]), -1).flatten(-2) if interleaved
            else torch.cat((-xr[..., rd // 2:], xr[..., :rd // 2]), -1))
     return torch.cat([xr * c + rot * s, x[..., rd:]], -1)
+
+
+# -- the census (scripts/recognition_census.py): every spelling above with tiny inputs ---------------------
+def _census_inputs(layout="bhsd", dtype=torch.bfloat16, b=2, hq=4, hk=2, s=3, d=16):
+    torch.manual_seed(0)
+    if layout == "bhsd":
+        return torch.randn(b, hq, s, d, dtype=dtype), torch.randn(b, hk, s, d, dtype=dtype)
+    return torch.randn(b, s, hq, d, dtype=dtype), torch.randn(b, s, hk, d, dtype=dtype)
+
+
+def _angles(s, d, theta=10000.0):
+    return torch.outer(torch.arange(s).float(), 1.0 / theta ** (torch.arange(0, d, 2).float() / d))
+
+
+def census_cases():
+    """name -> (build, expected rope ops); ``build()`` -> (fn, args, None: the float64 reference is the spelling
+    run on float64 copies). A negative expects 0 ops."""
+    b, s, d = 2, 3, 16
+    dt = torch.bfloat16
+
+    def hf_dim1():
+        q, k = _census_inputs()
+        return hf_rope, (q, k, *hf_tables(b, s, d, dt)), None
+
+    def hf_dim2():
+        q, k = _census_inputs("bshd")
+        return (lambda q, k, c, s_: hf_rope(q, k, c, s_, 2)), (q, k, *hf_tables(b, s, d, dt)), None
+
+    def upcast():
+        q, k = _census_inputs()
+        return upcast_rope, (q, k, *hf_tables(b, s, d, torch.float32)), None
+
+    def partial():
+        q, k = _census_inputs()
+        return partial_rope, (q, k, *hf_tables(b, s, d // 4, dt)), None
+
+    def gptj():
+        q, k = _census_inputs("bshd")
+        c, s_ = hf_tables(b, s, d, dt)
+        return gptj_rope, (q, k, s_[..., : d // 2], c[..., : d // 2]), None
+
+    def meta_complex():
+        q, k = _census_inputs("bshd")
+        ang = _angles(s, d)
+        return complex_rope, (q, k, torch.polar(torch.ones_like(ang), ang)), None
+
+    def half_tables():
+        q, k = _census_inputs()
+        c, s_ = hf_tables(b, s, d, dt)
+        return None, (q, k, c[..., : d // 2].contiguous(), s_[..., : d // 2].contiguous()), None
+
+    def gpt_oss():
+        fn_, args, _ = half_tables()
+        return gpt_oss_rope, args, None
+
+    def flex_olmo():
+        q, k = _census_inputs()
+        return flex_olmo_rope, (q, k, *hf_tables(b, s, d, torch.float32)), None
+
+    def gpt_fast():
+        q, k = _census_inputs("bshd")
+        ang = _angles(s, d)
+        return gpt_fast_rope, (q, k, torch.stack([ang.cos(), ang.sin()], -1).to(dt)), None
+
+    def chatglm():
+        q, k = _census_inputs()
+        xs, kx = q.permute(2, 0, 1, 3).contiguous(), k.permute(2, 0, 1, 3).contiguous()
+        ang = _angles(s, d)[:, :4]
+        rc = torch.stack([ang.cos(), ang.sin()], -1)[:, None].expand(s, b, 4, 2).to(dt)
+        return chatglm_rope, (xs, kx, rc), None
+
+    def vllm(neox, rd):
+        def build():
+            torch.manual_seed(0)
+            pos = torch.tensor([0, 3, 5, 7, 2])
+            ang = torch.outer(torch.arange(16).float(), 1.0 / 10000 ** (torch.arange(0, rd, 2).float() / rd))
+            cache = torch.cat([ang.cos(), ang.sin()], -1)
+            qv, kv = torch.randn(5, 4 * d, dtype=dt), torch.randn(5, 2 * d, dtype=dt)
+            return vllm_forward_native(neox, rotary_dim=rd if rd != d else None), (pos, qv, kv, cache), None
+        return build
+
+    def near():
+        fn_, args, _ = half_tables()
+        return near_rope, args, None
+
+    return {
+        "hf_llama_unsqueeze1": (hf_dim1, 1), "hf_unsqueeze2_bshd": (hf_dim2, 1), "olmo_upcast": (upcast, 1),
+        "gpt_neox_partial": (partial, 1), "gptj_rotate_every_two": (gptj, 1), "meta_llama_complex": (meta_complex, 1),
+        "gpt_oss_chunk": (gpt_oss, 1), "flex_olmo_f32_tables": (flex_olmo, 1), "gpt_fast_pairs": (gpt_fast, 1),
+        "chatglm_partial_pairs": (chatglm, 1), "vllm_native_neox_partial": (vllm(True, 8), 1),
+        "vllm_native_gptj": (vllm(False, d), 1), "near_rope_sign (negative)": (near, 0),
+    }
