@@ -97,7 +97,7 @@ def ref_by_float64(fn: Callable, args: tuple) -> Any:
 
 
 def _rel(a: torch.Tensor, ref: torch.Tensor) -> float:
-    ref = ref.to(torch.complex128 if ref.is_complex() else torch.float64)
+    a, ref = a.detach(), ref.detach().to(torch.complex128 if ref.is_complex() else torch.float64)
     if not ref.numel():
         return 0.0
     return float((a.to(ref.dtype) - ref).abs().max() / ref.abs().max().clamp_min(1e-30))

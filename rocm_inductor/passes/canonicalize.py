@@ -13,6 +13,8 @@ Rewrites, each exact (same values, same rounding) except where noted:
 - operands of commutative ``add``/``mul`` ordered: higher rank first, then fewer broadcast (size-1) dims,
   then computed values before graph inputs (weights, buffers), scalars last; so ``w * x`` and ``x * w`` are one
   pattern (a 1-D ``x`` too), and ``rsqrt(...)`` comes after ``x``;
+- the parts of a dim (``chunk`` / ``split`` / ``unbind`` / ``view(.., 2, h).unbind`` / ``reshape(.., h, 2)[..., i]``)
+  -> ``slice`` / ``select`` of the tensor itself (``splits.py``);
 - einsum's view chains (``unsqueeze`` / ``permute`` of size-1 dims / reshape) ending in a reshape -> one
   ``reshape`` or ``reshape(permute(x))`` of the chain's source (``views.py``).
 Search functions of our patterns are written in this canonical order.
@@ -29,6 +31,7 @@ from torch._inductor.fx_passes.post_grad import remove_noop_ops
 from torch.fx import Graph, Node
 
 from .fx import fake_eval, insert_call, same, val_or_self  # noqa: F401  (fake_eval, insert_call: re-exported)
+from .splits import canonical_parts
 from .views import canonical_views
 
 aten = torch.ops.aten
@@ -161,7 +164,7 @@ def _commute(graph: Graph, n: Node) -> bool:
 #: Local rewrites, applied to every node in order.
 REWRITES: tuple[Callable[[Graph, Node], bool], ...] = (
     _scalar_to_tensor, _explicit_promotion, _square, _rsqrt, _mean, _negative_dims, _commute,
-    canonical_views,  # last: it may erase the node
+    canonical_parts, canonical_views,  # last: each may erase the node (the other then sees no match)
 )
 
 
