@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         r = run_case(c)
         results.append(r)
         if a.verbose or r.outcome in ("silent", "wrong", "partial"):
-            print(f"  {c.family:9s} {c.name:34s} {r.outcome:10s} {r.rewritten}/{c.n} {r.detail[:110]}")
+            print(f"  {c.family:9s} {c.name:34s} {r.outcome:10s} {r.rewritten}/{c.n} {r.detail[:300]}")
     print(f"{'family':10s} " + " ".join(f"{o:>10s}" for o in OUTCOMES) + "   positives negatives")
     for fam, cnt in summarize(results).items():
         print(f"{fam:10s} " + " ".join(f"{cnt[o]:10d}" for o in OUTCOMES)

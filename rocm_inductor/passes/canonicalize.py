@@ -4,6 +4,7 @@ Rewrites, each exact (same values, same rounding) except where noted:
 - ``add/sub/mul/div.Scalar`` -> ``.Tensor`` (the pattern matcher traces Python scalars as ``.Tensor``);
 - implicit type promotion made explicit: ``mul(bf16, f32)`` -> ``mul(convert(bf16, f32), f32)``
   (T5's ``x * rsqrt(var)`` with un-cast x; F.rms_norm's fp32 weight multiply);
+- ``x * 1`` / ``x / 1`` -> ``x`` where the dtype and shape stay (the node is left dead);
 - ``mul(x, x)`` -> ``pow(x, 2)`` (gpt-fast's ``mean(x * x)``);
 - ``div(a, sqrt(b))`` -> ``mul(a, rsqrt(b))``, ``reciprocal(sqrt(b))`` / ``pow(b, -0.5)`` -> ``rsqrt(b)``
   (not bit-exact in fp32: rsqrt and 1/sqrt differ by <= 1 ulp of float32);
@@ -98,6 +99,23 @@ def _explicit_promotion(graph: Graph, n: Node) -> bool:
     return changed
 
 
+def _unit_scale(graph: Graph, n: Node) -> bool:
+    # x * 1 / x / 1 -> x when the value keeps x's dtype and shape (x-transformers' RoPE ``* scale`` with scale 1.0)
+    if n.target not in (aten.mul.Tensor, aten.div.Tensor) or len(n.args) != 2 or n.kwargs:
+        return False
+    x, one = n.args
+    if n.target is aten.mul.Tensor and not isinstance(one, (int, float)):
+        x, one = one, x
+    if isinstance(one, bool) or not isinstance(one, (int, float)) or one != 1 or not isinstance(x, Node):
+        return False
+    xv, nv = val_or_self(x), val_or_self(n)
+    if not (isinstance(xv, torch.Tensor) and isinstance(nv, torch.Tensor)) or xv.dtype != nv.dtype \
+            or len(xv.shape) != len(nv.shape) or not all(same(a, b) for a, b in zip(xv.shape, nv.shape)):
+        return False
+    n.replace_all_uses_with(x)
+    return True
+
+
 def _square(graph: Graph, n: Node) -> bool:
     if n.target is aten.mul.Tensor and len(n.args) == 2 and n.args[0] is n.args[1]:
         n.target, n.args = aten.pow.Tensor_Scalar, (n.args[0], 2)
@@ -163,7 +181,7 @@ def _commute(graph: Graph, n: Node) -> bool:
 
 #: Local rewrites, applied to every node in order.
 REWRITES: tuple[Callable[[Graph, Node], bool], ...] = (
-    _scalar_to_tensor, _explicit_promotion, _square, _rsqrt, _mean, _negative_dims, _commute,
+    _scalar_to_tensor, _explicit_promotion, _unit_scale, _square, _rsqrt, _mean, _negative_dims, _commute,
     canonical_parts, canonical_views,  # last: each may erase the node (the other then sees no match)
 )
 

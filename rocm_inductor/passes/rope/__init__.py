@@ -66,8 +66,10 @@ from ..contract import Candidate, Miss, RewritePass
 from ..fx import val
 from .cached import MAX_TABLE_POS, CachedPlan, cached_plan
 from .combo import match_combo
+from .complex_form import match_complex_form
 from .emit import Pair, emit_cached, emit_rope, group_key, head_axis, place
 from .fold import check, fold_partial, fold_upcast
+from .near import match_near_add
 from .rotation import Rotation, match_add, match_complex
 
 __all__ = ["MAX_TABLE_POS", "CachedPlan", "RoPEPass", "Rotation", "cached_plan"]
@@ -88,7 +90,8 @@ class RoPEPass(RewritePass):
         self._done: set[int] = set()  # ids of the rotations already given to an op
         missed, groups = [], {}
         for n in list(graph.nodes):
-            r = match_add(n) or match_complex(n) or match_combo(n)
+            r = (match_add(n) or match_complex(n) or match_complex_form(n) or match_combo(n)
+                 or match_near_add(n))
             if r is None:
                 continue
             while fold_partial(r) or fold_upcast(r):
