@@ -38,10 +38,6 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
-# a private Inductor cache dir, removed at exit: the sentinel makes Inductor keep its temporary dir "on error"
-_CACHE = tempfile.mkdtemp(prefix="rocm_census_")
-os.environ["TORCHINDUCTOR_CACHE_DIR"] = _CACHE
-atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 _ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(_ROOT), str(_ROOT / "tests")]
 
@@ -211,6 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--family", default=None, help="comma-separated families (default: all)")
     p.add_argument("--verbose", action="store_true", help="one line per spelling")
     a = p.parse_args(argv)
+    # a private Inductor cache dir, removed at exit: the sentinel makes Inductor keep its temporary dir "on error"
+    cache = tempfile.mkdtemp(prefix="rocm_census_")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+    atexit.register(shutil.rmtree, cache, ignore_errors=True)
     fams = set(a.family.split(",")) if a.family else None
     t0 = time.perf_counter()
     results = []

@@ -65,8 +65,10 @@ def gate_sigmoid_method_f32_value(attn, gate, o_proj):
 
 
 GATES = {"qwen3_next": qwen3_next, "hy_v4": hy_v4, "inkling2": inkling2, "bailing_cast": bailing_cast,
-         "upcast_product": upcast_product, "gate_before_head_view": gate_before_head_view,
-         "qwen3_next_chunk": qwen3_next_chunk, "f32_value_upcast_gate": gate_sigmoid_method_f32_value}
+         "upcast_product": upcast_product}
+#: issue 32's gates (tests/test_gate_kinds.py; the census reads both tables)
+MORE_GATES = {"gate_before_head_view": gate_before_head_view, "qwen3_next_chunk": qwen3_next_chunk,
+              "f32_value_upcast_gate": gate_sigmoid_method_f32_value}
 
 
 def silu(attn, gate, o_proj):
@@ -103,8 +105,9 @@ def inkling2_softcapped_swiglu(attn, gate, o_proj):
     return o_proj((softcap(g) * torch.sigmoid(g) * softcap(up)).to(gate.dtype))
 
 
-NEGATIVES = {"silu": silu, "swiglu": swiglu, "per_head_broadcast": per_head_broadcast, "quick_gelu": quick_gelu,
-             "inkling2_softcapped_swiglu": inkling2_softcapped_swiglu}
+NEGATIVES = {"silu": silu, "swiglu": swiglu, "per_head_broadcast": per_head_broadcast}
+#: issue 32's activation negatives (tests/test_gate_kinds.py; the census reads both tables)
+MORE_NEGATIVES = {"quick_gelu": quick_gelu, "inkling2_softcapped_swiglu": inkling2_softcapped_swiglu}
 
 
 def census_cases():
@@ -120,6 +123,6 @@ def census_cases():
             return fn, (a, g, o), None  # the reference: the spelling on float64 copies (o_proj too)
         return build
 
-    out = {n: (make(f), 1) for n, f in GATES.items()}
-    out.update({f"{n} (negative)": (make(f), 0) for n, f in NEGATIVES.items()})
+    out = {n: (make(f), 1) for n, f in {**GATES, **MORE_GATES}.items()}
+    out.update({f"{n} (negative)": (make(f), 0) for n, f in {**NEGATIVES, **MORE_NEGATIVES}.items()})
     return out

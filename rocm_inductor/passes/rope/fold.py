@@ -16,15 +16,18 @@ aten = torch.ops.aten
 
 
 def fold_upcast(r: Rotation) -> bool:
-    """Fold ``q.float()`` before and ``.to(q.dtype)`` after the rotation into it (the op reads q, rounds once);
-    True when ``r`` changed."""
+    """Fold ``q.float()`` (or ``q.double()``, then verified) before and ``.to(q.dtype)`` after the rotation into it
+    (the op reads q, rounds once); True when ``r`` changed."""
     x, u = r.inp, only_user(r.out)
     if not (is_call(x, CONVERT) and u is not None and is_call(u, CONVERT)):
         return False
     q0 = x.args[0]
     q0v, xv = val(q0), val(x)
-    if q0v is None or not q0v.is_floating_point() or xv.dtype != torch.float32 or u.args[1] != q0v.dtype:
+    if q0v is None or not q0v.is_floating_point() or xv.dtype not in (torch.float32, torch.float64) \
+            or u.args[1] != q0v.dtype:
         return False
+    if xv.dtype == torch.float64:  # the op computes in float32: whether that is within the contract is verified
+        r.verify = True
     r.inp, r.out = q0, u
     return True
 
