@@ -17,7 +17,8 @@ compile stops right after our pass manager (a sentinel raised from a wrapped ``P
 backend; eager and the float64 reference are plain calls. Sampling is checked by op count only (its numerics
 are distributions: tests/test_spelling_corpus.py checks them).
 
-Usage: ``python scripts/recognition_census.py [--family rope,gate] [--verbose]``; prints a table per family.
+Usage: ``python scripts/recognition_census.py [--family rope,gate] [--verbose] [--package DIR]``; prints a table
+per family and the time taken (53 spellings of main's corpus: 26 s on 2 loaded cores).
 """
 
 from __future__ import annotations
@@ -206,7 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--family", default=None, help="comma-separated families (default: all)")
     p.add_argument("--verbose", action="store_true", help="one line per spelling")
+    p.add_argument("--package", default=None, help="directory holding another rocm_inductor to census (e.g. main's, "
+                   "from `git archive main rocm_inductor`): the corpus stays this checkout's")
     a = p.parse_args(argv)
+    if a.package:
+        sys.path.insert(0, str(Path(a.package).resolve()))
     # a private Inductor cache dir, removed at exit: the sentinel makes Inductor keep its temporary dir "on error"
     cache = tempfile.mkdtemp(prefix="rocm_census_")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
