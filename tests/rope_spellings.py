@@ -318,6 +318,7 @@ def census_cases():
             "phi_remote_chunk_f32": (phi_remote_rope, (qs, ks, ang[:, :4].cos().to(dt), ang[:, :4].sin().to(dt))),
             "flash_attn_torch_chunk": (flash_attn_torch_rope, (qs, ks, ang[:, :4].cos().to(dt),
                                                                ang[:, :4].sin().to(dt))),
+            "deepseek_v3_hf_pairs_in_halves_out": (deepseek_v3_hf_interleave, (qh, kh, c, sn)),
             "near_rope_wrong_sign (negative)": (near_rope_wrong_sign, (qh, kh, c, sn)),
             "near_rope_wrong_halves (negative)": (near_rope_wrong_halves, (qh, kh, c, sn)),
             "near_rope_swapped_outputs (negative)": (near_rope_swapped_outputs, half),
@@ -576,6 +577,20 @@ def flash_attn_torch_rope(q, k, cos, sin):
 
     def one(x):
         return torch.cat([x[..., :ro_dim] * c + rh(x[..., :ro_dim]) * s, x[..., ro_dim:]], dim=-1)
+
+    return one(q), one(k)
+
+
+def deepseek_v3_hf_interleave(q, k, cos, sin):
+    """transformers 5.24 DeepSeek-V3 ``apply_rotary_pos_emb_interleave``: pairs in, halves out -- ``q1, q2 =
+    q[..., 0::2], q[..., 1::2]``, ``cat([q1 * cos - q2 * sin, q2 * cos + q1 * sin], -1)`` with the first halves of
+    cos/sin (b, s, d) unsqueezed at 1 (the rewrite feeds NeoX's op ``cat([q1, q2], -1)``)."""
+    cos = cos[..., : cos.shape[-1] // 2].unsqueeze(1)
+    sin = sin[..., : sin.shape[-1] // 2].unsqueeze(1)
+
+    def one(x):
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
     return one(q), one(k)
 

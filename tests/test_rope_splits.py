@@ -28,7 +28,7 @@ NEW = ["x_transformers_unbind_partial", "rotary_embedding_torch_unbind", "eva_vi
        "timm_rot_cat_tensor_split_chunk", "torchtune_pairs", "deepseek_v3_complex_view", "llama4_polar_in_graph",
        "complex_halves_no_interleave", "falcon_rw_3d_positive_cat_dim", "codegen_partial_split",
        "glm_partial_interleaved", "cohere_interleaved_upcast", "qwen2_vl_mrope", "deepseek_v2_pairs_to_halves",
-       "phi_remote_chunk_f32", "flash_attn_torch_chunk"]
+       "phi_remote_chunk_f32", "flash_attn_torch_chunk", "deepseek_v3_hf_pairs_in_halves_out"]
 NEAR = {"near_rope_wrong_sign (negative)": "a rotation by -theta (the sign of sin is flipped)",
         "near_rope_wrong_halves (negative)": "not a rotation: it computes out0 = (cos-sin)*x0",
         "near_rope_swapped_outputs (negative)": "the two output halves are swapped",
@@ -59,7 +59,7 @@ def test_splits_become_slices_exactly():
 
 
 def test_new_spellings_fully_rewritten():
-    """Every issue-32 spelling: one op for q and k, no near-miss, within the numerics contract."""
+    """Every issue-32 spelling (18): one op for q and k, no near-miss, within the numerics contract."""
     cases = R.census_cases()
     bad = {}
     for name in NEW:
