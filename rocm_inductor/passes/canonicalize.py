@@ -4,6 +4,7 @@ Rewrites, each exact (same values, same rounding) except where noted:
 - ``add/sub/mul/div.Scalar`` -> ``.Tensor`` (the pattern matcher traces Python scalars as ``.Tensor``);
 - implicit type promotion made explicit: ``mul(bf16, f32)`` -> ``mul(convert(bf16, f32), f32)``
   (T5's ``x * rsqrt(var)`` with un-cast x; F.rms_norm's fp32 weight multiply);
+- ``x * 1`` / ``x / 1`` -> ``x`` where the dtype and shape stay (the node is left dead);
 - ``mul(x, x)`` -> ``pow(x, 2)`` (gpt-fast's ``mean(x * x)``);
 - ``div(a, sqrt(b))`` -> ``mul(a, rsqrt(b))``, ``reciprocal(sqrt(b))`` / ``pow(b, -0.5)`` -> ``rsqrt(b)``
   (not bit-exact in fp32: rsqrt and 1/sqrt differ by <= 1 ulp of float32);
@@ -13,6 +14,8 @@ Rewrites, each exact (same values, same rounding) except where noted:
 - operands of commutative ``add``/``mul`` ordered: higher rank first, then fewer broadcast (size-1) dims,
   then computed values before graph inputs (weights, buffers), scalars last; so ``w * x`` and ``x * w`` are one
   pattern (a 1-D ``x`` too), and ``rsqrt(...)`` comes after ``x``;
+- the parts of a dim (``chunk`` / ``split`` / ``unbind`` / ``view(.., 2, h).unbind`` / ``reshape(.., h, 2)[..., i]``)
+  -> ``slice`` / ``select`` of the tensor itself (``splits.py``);
 - einsum's view chains (``unsqueeze`` / ``permute`` of size-1 dims / reshape) ending in a reshape -> one
   ``reshape`` or ``reshape(permute(x))`` of the chain's source (``views.py``).
 Search functions of our patterns are written in this canonical order.
@@ -29,6 +32,7 @@ from torch._inductor.fx_passes.post_grad import remove_noop_ops
 from torch.fx import Graph, Node
 
 from .fx import fake_eval, insert_call, same, val_or_self  # noqa: F401  (fake_eval, insert_call: re-exported)
+from .splits import canonical_parts
 from .views import canonical_views
 
 aten = torch.ops.aten
@@ -93,6 +97,23 @@ def _explicit_promotion(graph: Graph, n: Node) -> bool:
             changed = True
     n.args = tuple(new_args)
     return changed
+
+
+def _unit_scale(graph: Graph, n: Node) -> bool:
+    # x * 1 / x / 1 -> x when the value keeps x's dtype and shape (x-transformers' RoPE ``* scale`` with scale 1.0)
+    if n.target not in (aten.mul.Tensor, aten.div.Tensor) or len(n.args) != 2 or n.kwargs:
+        return False
+    x, one = n.args
+    if n.target is aten.mul.Tensor and not isinstance(one, (int, float)):
+        x, one = one, x
+    if isinstance(one, bool) or not isinstance(one, (int, float)) or one != 1 or not isinstance(x, Node):
+        return False
+    xv, nv = val_or_self(x), val_or_self(n)
+    if not (isinstance(xv, torch.Tensor) and isinstance(nv, torch.Tensor)) or xv.dtype != nv.dtype \
+            or len(xv.shape) != len(nv.shape) or not all(same(a, b) for a, b in zip(xv.shape, nv.shape)):
+        return False
+    n.replace_all_uses_with(x)
+    return True
 
 
 def _square(graph: Graph, n: Node) -> bool:
@@ -160,8 +181,8 @@ def _commute(graph: Graph, n: Node) -> bool:
 
 #: Local rewrites, applied to every node in order.
 REWRITES: tuple[Callable[[Graph, Node], bool], ...] = (
-    _scalar_to_tensor, _explicit_promotion, _square, _rsqrt, _mean, _negative_dims, _commute,
-    canonical_views,  # last: it may erase the node
+    _scalar_to_tensor, _explicit_promotion, _unit_scale, _square, _rsqrt, _mean, _negative_dims, _commute,
+    canonical_parts, canonical_views,  # last: each may erase the node (the other then sees no match)
 )
 
 

@@ -22,6 +22,12 @@ and ``x * cos + rot(x) * sin`` where float32 tables promote q and rot(q) separat
 cast back with ``.to(q.dtype)``). The op's cos/sin are read off o1 (half tables); o2, the signs and the tables'
 roles are left to verification: the region is evaluated against ``rope_ref`` on random inputs
 (passes/discover.py) and only then rewritten; a near-rotation that fails is a near-miss naming the check.
+More discovery (issue 32): every split of the halves (``chunk`` / ``split`` / ``unbind`` / ``view(.., 2, h).unbind``)
+arrives as slices (``passes/splits.py``, in canonicalize); pairs in, halves out (transformers 5.24 DeepSeek-V3) is
+NeoX's rotation of ``cat(x[..., 0::2], x[..., 1::2])`` (``combo.deinterleave``); the complex form on x's halves or
+even/odd features (``view_as_complex(stack(..))`` / ``torch.complex``, reassembled any way: ``complex_form.py``);
+a ``q.double()`` upcast (folded, then verified). Near-RoPEs (``near.py``: x's signed parts reassembled in a way
+that is no rotation) are verified too, and their near-miss says what they compute (``diagnose.py``).
 Rotations that share c and s (the same nodes, after canonicalize's CSE) are paired in graph order into one
 op for q and k (one launch); an unpaired rotation gets an op with ``k=None`` (``emit.py``).
 
@@ -66,8 +72,10 @@ from ..contract import Candidate, Miss, RewritePass
 from ..fx import val
 from .cached import MAX_TABLE_POS, CachedPlan, cached_plan
 from .combo import match_combo
+from .complex_form import match_complex_form
 from .emit import Pair, emit_cached, emit_rope, group_key, head_axis, place
 from .fold import check, fold_partial, fold_upcast
+from .near import match_near_add
 from .rotation import Rotation, match_add, match_complex
 
 __all__ = ["MAX_TABLE_POS", "CachedPlan", "RoPEPass", "Rotation", "cached_plan"]
@@ -88,7 +96,8 @@ class RoPEPass(RewritePass):
         self._done: set[int] = set()  # ids of the rotations already given to an op
         missed, groups = [], {}
         for n in list(graph.nodes):
-            r = match_add(n) or match_complex(n) or match_combo(n)
+            r = (match_add(n) or match_complex(n) or match_complex_form(n) or match_combo(n)
+                 or match_near_add(n))
             if r is None:
                 continue
             while fold_partial(r) or fold_upcast(r):

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch.fx import Node
 
-from ..fx import CONVERT, RESHAPES, is_call, same, val
+from ..fx import CONVERT, RESHAPES, insert_call, is_call, same, val
 from .rotation import Rotation, full_end, is_last, negated, only_user, slice_args
 
 aten = torch.ops.aten
@@ -90,14 +90,36 @@ def terms(o: Any) -> list[tuple[int, Node, Node]] | None:
     return out
 
 
-def split_term(t: tuple[int, Node, Node]) -> tuple[int, tuple, Node] | None:
-    """(sign, part of x, table) of one product (the operand that is a part of x is the x side)."""
+def split_term(t: tuple[int, Node, Node]) -> tuple[int, tuple, Node, Node] | None:
+    """(sign, part of x, table, the part's node) of one product (the operand that is a part of x is the x side)."""
     sign, a, b = t
     for xs, tab in ((a, b), (b, a)):
         p = part(xs)
         if p is not None and part(tab) is None:
-            return sign, p, tab
+            return sign, p, tab, xs
     return None
+
+
+def deinterleave(n: Node, x: Node, terms_: list[tuple]) -> Node | None:
+    """Pairs in, halves out (transformers 5.24 DeepSeek-V3 ``apply_rotary_pos_emb_interleave``: ``cat([x0 * cos -
+    x1 * sin, x1 * cos + x0 * sin], -1)`` of ``x0, x1 = x[..., 0::2], x[..., 1::2]``) is NeoX's rotation of
+    ``x' = cat([x[..., 0::2], x[..., 1::2]], -1)``: insert x' and let the products read its halves (exact: the
+    same elements); returns x', or None when a part is cast (left as it is)."""
+    parts = {t[3] for t in terms_}
+    if any(t[1][3] is not None for t in terms_) or len(parts) != 2:
+        return None
+    graph = n.graph
+    even = next(p for p in parts if part(p)[2] == 0)
+    odd = next(p for p in parts if part(p)[2] == 1)
+    before, last, d = x.next, val(x).ndim - 1, val(x).shape[-1]  # right after x: the parts may come after a product
+    eo = [insert_call(graph, before, aten.slice.Tensor, (x, last, i, d, 2), like=n) for i in (0, 1)]
+    xp = insert_call(graph, before, aten.cat.default, (eo, -1), like=n)
+    h = d // 2
+    for p, (a, b) in ((even, (0, h)), (odd, (h, 2 * h))):
+        half = insert_call(graph, before, aten.slice.Tensor, (xp, val(x).ndim - 1, a, b), like=n)
+        muls = {u for u in p.users if is_call(u, aten.mul.Tensor)}
+        p.replace_all_uses_with(half, delete_user_cb=lambda u, muls=muls: u in muls)
+    return xp
 
 
 def match_combo(n: Node) -> Rotation | None:
@@ -129,7 +151,12 @@ def match_combo(n: Node) -> Rotation | None:
     if {p[1][2] for p in parts1} != {0, 1} or {p[1][2] for p in parts2} != {0, 1}:
         return None
     if stacked == (how == "half"):
-        return None  # halves reassembled by stack (or pairs by cat): a permutation, not this op
+        if stacked or how != "stride2":
+            return None  # halves reassembled by stack: a permutation, not this op
+        xd = deinterleave(n, x, parts1 + parts2)  # pairs in, halves out: NeoX on the deinterleaved x
+        if xd is None:
+            return None
+        x, how = xd, "half"
     xv, ov = val(x), val(out)
     if xv is None or ov is None or tuple(ov.shape) != tuple(xv.shape):
         return None
@@ -137,8 +164,8 @@ def match_combo(n: Node) -> Rotation | None:
     if cast is not None and cast != xv.dtype:  # each part upcast (float32 tables promote the products)
         if ov.dtype != cast or not torch.empty((), dtype=cast).is_floating_point():
             return None
-    cos = next(tab for _, p, tab in parts1 if p[2] == 0)
-    sin = next(tab for _, p, tab in parts1 if p[2] == 1)
+    cos = next(tab for _, p, tab, _n in parts1 if p[2] == 0)
+    sin = next(tab for _, p, tab, _n in parts1 if p[2] == 1)
     style = "neox" if how == "half" else "gptj"
     r = Rotation(n, inp, out, cos, sin, xv.shape[-1], how != "half", True, f"{style} ({how} combination)",
                  verify=True)

@@ -56,6 +56,7 @@ from .kind import (  # noqa: F401  (FORWARD_OPS, PROJECTIONS, VIEW_OPS, source: 
     dtype_reason,
     feeds_projection,
     not_this_op,
+    read_dtype_reason,
     same_shape,
     source,
 )
@@ -145,6 +146,13 @@ def _read(cand: Candidate) -> Gate:
         raise Miss("", silent=True)  # broadcast (router / shared-expert sigmoid): not this op
     if not_this_op(x, g) is not None:
         raise Miss("", silent=True)  # SiLU / GLU
+    if gv.dtype != xv.dtype:  # behind their casts they differ: take the operands as read (KimiLinear: f32 x, g.float())
+        pair = next(((a, b) for a in (x, xp) for b in (g, sig.args[0])
+                     if val(a).dtype == val(b).dtype and val(a).dtype in DTYPES), None)
+        if pair is None:
+            raise Miss(read_dtype_reason(xp, sig.args[0]))
+        x, g = pair
+        xv, gv = val(x), val(g)
     outs = [n for n in chain[chain.index(mul):] if val(n).dtype == xv.dtype and same_shape(val(n), xv)]
     if not outs:
         raise Miss(f"the product's dtype differs from x ({dtype_name(xv)}) with no cast back: the op returns x's "
@@ -152,6 +160,10 @@ def _read(cand: Candidate) -> Gate:
     if xv.dtype not in DTYPES or gv.dtype != xv.dtype:
         raise Miss(dtype_reason(xv, gv))
     if not feeds_projection(outs[-1]):
+        back = next(iter(outs[-1].users)) if len(outs[-1].users) == 1 else None
+        if back is not None and is_call(back, CONVERT) and feeds_projection(back):
+            raise Miss(f"the product reaches the projection only through a cast to {dtype_name(val(back))} while "
+                       f"the op returns x's {dtype_name(xv)}: " + NOT_PROJECTED)
         raise Miss(NOT_PROJECTED)
     return Gate(x, g, mul, outs[-1], g_view=g_view)
 

@@ -52,10 +52,19 @@ SCALAR_OPS: frozenset[Any] = frozenset({
 })
 
 
-def root(node: Any) -> Any:
-    """The tensor ``node`` is computed from by views and constant scales / shifts / casts only (itself if none).
+def _pointwise_of_one(node: Node) -> bool:
+    """An elementwise op (``torch.Tag.pointwise``: tanh, exp, erf, ...) with exactly one tensor operand."""
+    tags = getattr(node.target, "tags", ())
+    return torch.Tag.pointwise in tags and len([a for a in node.args if isinstance(a, Node)]) == 1 \
+        and not any(isinstance(v, Node) for v in node.kwargs.values())
 
-    ``1.702 * x`` and ``x.float() / 2`` have root ``x``; ``a * b`` of two tensors is its own root.
+
+def root(node: Any) -> Any:
+    """The tensor ``node`` is computed from by views, constant scales / shifts / casts and elementwise functions of
+    it alone (itself if none).
+
+    ``1.702 * x``, ``x.float() / 2`` and a softcap ``c * tanh(x / c)`` (Inkling2's SwiGLU: ``softcap(g) *
+    sigmoid(g)``) have root ``x``; ``a * b`` of two tensors is its own root.
     """
     seen = set()
     while isinstance(node, Node) and node not in seen:
@@ -64,7 +73,7 @@ def root(node: Any) -> Any:
         if s is not node:
             node = s
             continue
-        if node.op != "call_function" or node.target not in SCALAR_OPS:
+        if node.op != "call_function" or not (node.target in SCALAR_OPS or _pointwise_of_one(node)):
             break
         tensors = [a for a in node.args if isinstance(a, Node)]
         if len(tensors) != 1:
@@ -120,6 +129,15 @@ def same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.ndim != b.ndim:
         return False
     return all(known_equal(p, q) for p, q in zip(a.shape, b.shape, strict=True))
+
+
+def read_dtype_reason(x: Node, g: Node) -> str:
+    """The near-miss text for a gate whose operands, as the multiply and the sigmoid read them, differ in dtype:
+    names the operands actually read (after their casts), not the tensors behind the casts."""
+    xv, gv = x.meta.get("val"), g.meta.get("val")
+    return (f"x as the multiply reads it ({x.name}) is {dtype_name(xv)}, the gate the sigmoid reads ({g.name}) is "
+            f"{dtype_name(gv)}, and neither cast leaves them one dtype: the op takes x and the gate in one of "
+            "float16/bfloat16/float32")
 
 
 def dtype_reason(x: Any, g: Any, out: Any = None) -> str:
