@@ -138,10 +138,11 @@ def main(argv=None) -> None:
                 base = None
                 for label, c in cands:
                     if c is None:
-                        fns = [lambda m=m: region(m, x, ids, tw) for m in mods]
+                        fns = [lambda m=m, a=(x, ids, tw), f=region: f(m, *a) for m in mods]
                         got = region(mods[0], x, ids, tw)
                     else:
-                        fns = [lambda m=m, c=c: K.moe_experts(x, tw, ids, *op_args(m), *tail, config=c) for m in mods]
+                        fns = [lambda m=m, c=c, a=(x, tw, ids), tl=tail: K.moe_experts(*a, *op_args(m), *tl, config=c)
+                               for m in mods]
                         got = fns[0]()
                     for f in fns:  # every weight set compiled / specialised before the capture
                         f()
