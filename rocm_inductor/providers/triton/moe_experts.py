@@ -159,7 +159,6 @@ def moe_experts(x: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Ten
     gu_n, gu_k = (w_gate_up.stride(2), w_gate_up.stride(1)) if transposed else (w_gate_up.stride(1),
                                                                                  w_gate_up.stride(2))
     dn_n, dn_k = (w_down.stride(2), w_down.stride(1)) if transposed else (w_down.stride(1), w_down.stride(2))
-    gate_step, up_off = (2, 1) if interleaved else (1, inter)
     b1 = b_gate_up.contiguous() if b_gate_up is not None else x
     b2 = b_down.contiguous() if b_down is not None else x
     out = torch.empty((t, h), dtype=x.dtype, device=x.device)
@@ -174,8 +173,8 @@ def moe_experts(x: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Ten
     if not cfg.dot:
         kern._gemv_gate_up[(slots, triton.cdiv(inter, cfg.block_n))](
             x, topk_ids, w_gate_up, b1, hbuf, h, inter, k, x.stride(0), *ids_s, w_gate_up.stride(0), gu_n, gu_k,
-            b1.stride(0), gate_step, up_off, float(alpha), float(limit), HAS_BIAS=b_gate_up is not None, ACT=act,
-            BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, **launch)
+            b1.stride(0), float(alpha), float(limit), HAS_BIAS=b_gate_up is not None, ACT=act,
+            INTERLEAVED=interleaved, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, **launch)
         kern._gemv_down[(slots, triton.cdiv(h, cfg.block_h))](
             hbuf, topk_ids, topk_weights, w_down, b2, ybuf, h, inter, k, *ids_s, *tw_s, w_down.stride(0), dn_n,
             dn_k, b2.stride(0), HAS_BIAS=b_down is not None, BLOCK_H=cfg.block_h, BLOCK_K=cfg.block_kd, **launch)
@@ -186,8 +185,8 @@ def moe_experts(x: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Ten
                       BLOCK_S=triton.next_power_of_2(slots), BLOCK_M=cfg.block_m, num_stages=cfg.num_stages, **launch)
         kern._grouped_gate_up[(groups, triton.cdiv(inter, cfg.block_n))](
             x, topk_ids, w_gate_up, b1, hbuf, slots, h, inter, k, x.stride(0), *ids_s, w_gate_up.stride(0), gu_n,
-            gu_k, b1.stride(0), gate_step, up_off, float(alpha), float(limit), HAS_BIAS=b_gate_up is not None,
-            ACT=act, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, **common)
+            gu_k, b1.stride(0), float(alpha), float(limit), HAS_BIAS=b_gate_up is not None, ACT=act,
+            INTERLEAVED=interleaved, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, **common)
         kern._grouped_down[(groups, triton.cdiv(h, cfg.block_h))](
             hbuf, topk_ids, topk_weights, w_down, b2, ybuf, slots, h, inter, k, *ids_s, *tw_s, w_down.stride(0),
             dn_n, dn_k, b2.stride(0), HAS_BIAS=b_down is not None, SPLIT=x.dtype != torch.float32,
@@ -203,35 +202,29 @@ SPILL_NOTE = "20+ scalar arguments (strides, sizes): SGPR spills seen on gfx942/
 
 def compile_cases() -> list[dict]:
     """AOT compile cases of ``moe_experts_kernels`` (its ``aot_cases``): every kernel in bf16 at the default
-    configs, SwiGLU without biases (Qwen3-MoE) and the clamped SwiGLU with biases (GPT-OSS)."""
-    i32 = "i32"
+    configs, SwiGLU without biases (Qwen3-MoE) and the interleaved clamped SwiGLU with biases (GPT-OSS)."""
     gemv, dot = default_config(1), default_config(8)
-    up = {"X": "*bf16", "IDS": "*i64", "W": "*bf16", "B": "*bf16", "HB": "*fp32",
-          **{n: i32 for n in ("H", "N_I", "K_TOP", "s_xt", "s_it", "s_ij", "s_we", "s_wn", "s_wk", "s_be",
-                              "gate_step", "up_off")}, "alpha": "fp32", "limit": "fp32"}
-    down = {"HB": "*fp32", "IDS": "*i64", "TW": "*fp32", "W": "*bf16", "B": "*bf16", "YB": "*fp32",
-            **{n: i32 for n in ("H", "N_I", "K_TOP", "s_it", "s_ij", "s_tt", "s_tj", "s_we", "s_wn", "s_wk",
-                                "s_be")}}
-    gup = {k: v for k, v in up.items() if k != "HB"} | {"HB": "*fp32", "n_slots": i32}
-    gdown = dict(down) | {"n_slots": i32}
+    types = {"X": "*bf16", "IDS": "*i64", "W": "*bf16", "B": "*bf16", "HB": "*fp32", "TW": "*fp32", "YB": "*fp32",
+             "OUT": "*bf16", "alpha": "fp32", "limit": "fp32"}
+
+    def case(name, fn, const, cfg):
+        sig = {a: "constexpr" if a in const else types.get(a, "i32") for a in fn.arg_names}
+        return {"name": f"moe_experts {name}", "fn": fn, "signature": sig, "constexprs": const,
+                "num_warps": cfg.num_warps, "known_spill": SPILL_NOTE}
+
     out = []
-    for what, act, bias in (("silu", 0, False), ("swiglu_clamp bias", 1, True)):
+    for what, act, gpt in (("silu", 0, False), ("swiglu_clamp bias", 1, True)):
         grouped = {"SLOT_MAJOR": True, "UPCAST": False, "IEEE": False, "BLOCK_S": 64, "BLOCK_M": dot.block_m}
-        cases = (
-            ("gemv gate_up", kern._gemv_gate_up, up, {"HAS_BIAS": bias, "ACT": act, "BLOCK_N": gemv.block_n,
-                                                      "BLOCK_K": gemv.block_k}, gemv),
-            ("gemv down", kern._gemv_down, down, {"HAS_BIAS": bias, "BLOCK_H": gemv.block_h,
-                                                  "BLOCK_K": gemv.block_kd}, gemv),
-            ("grouped gate_up", kern._grouped_gate_up, gup, {"HAS_BIAS": bias, "ACT": act, **grouped,
-                                                             "BLOCK_N": dot.block_n, "BLOCK_K": dot.block_k}, dot),
-            ("grouped down", kern._grouped_down, gdown, {"HAS_BIAS": bias, "SPLIT": True, **grouped,
-                                                         "BLOCK_H": dot.block_h, "BLOCK_K": dot.block_kd}, dot),
-        )
-        for name, fn, sig, const, cfg in cases:
-            sig = dict(sig) | {c: "constexpr" for c in const}
-            out.append({"name": f"moe_experts {name} {what}", "fn": fn, "signature": sig, "constexprs": const,
-                        "num_warps": cfg.num_warps, "known_spill": SPILL_NOTE})
-    out.append({"name": "moe_experts reduce", "fn": kern._reduce,
-                "signature": {"YB": "*fp32", "OUT": "*bf16", "H": i32, "K_TOP": i32, "s_ot": i32, "BLOCK": "constexpr"},
-                "constexprs": {"BLOCK": REDUCE_BLOCK}, "num_warps": 4})
+        out += [
+            case(f"gemv gate_up {what}", kern._gemv_gate_up, {"HAS_BIAS": gpt, "ACT": act, "INTERLEAVED": gpt,
+                                                              "BLOCK_N": gemv.block_n, "BLOCK_K": gemv.block_k}, gemv),
+            case(f"gemv down {what}", kern._gemv_down, {"HAS_BIAS": gpt, "BLOCK_H": gemv.block_h,
+                                                        "BLOCK_K": gemv.block_kd}, gemv),
+            case(f"grouped gate_up {what}", kern._grouped_gate_up,
+                 {"HAS_BIAS": gpt, "ACT": act, "INTERLEAVED": gpt, **grouped, "BLOCK_N": dot.block_n,
+                  "BLOCK_K": dot.block_k}, dot),
+            case(f"grouped down {what}", kern._grouped_down,
+                 {"HAS_BIAS": gpt, "SPLIT": True, **grouped, "BLOCK_H": dot.block_h, "BLOCK_K": dot.block_kd}, dot),
+        ]
+    out.append({**case("reduce", kern._reduce, {"BLOCK": REDUCE_BLOCK}, gemv), "known_spill": None})
     return out

@@ -59,35 +59,49 @@ def _mma(a, b, acc, UPCAST: tl.constexpr, IEEE: tl.constexpr):
 
 
 @triton.jit
-def _gemv_gate_up(X, IDS, W, B, HB, H, N_I, K_TOP, s_xt, s_it, s_ij, s_we, s_wn, s_wk, s_be, gate_step, up_off,
-                  alpha, limit, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, BLOCK_N: tl.constexpr,
+def _gemv_gate_up(X, IDS, W, B, HB, H, N_I, K_TOP, s_xt, s_it, s_ij, s_we, s_wn, s_wk, s_be, alpha, limit,
+                  HAS_BIAS: tl.constexpr, ACT: tl.constexpr, INTERLEAVED: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_K: tl.constexpr):
     s = tl.program_id(0)  # slot = token * K_TOP + j
     t = s // K_TOP
     e = tl.load(IDS + t * s_it + (s % K_TOP) * s_ij).to(tl.int64)
     rows = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     rmask = rows < N_I
-    g_rows = rows * gate_step
-    u_rows = g_rows + up_off
     wbase = W + e * s_we
-    acc_g = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    acc_u = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    for k0 in range(0, H, BLOCK_K):
-        cols = k0 + tl.arange(0, BLOCK_K)
-        cmask = cols < H
-        xv = tl.load(X + t * s_xt + cols, mask=cmask, other=0.0).to(tl.float32)
-        m2 = rmask[:, None] & cmask[None, :]
-        wg = tl.load(wbase + g_rows[:, None] * s_wn + cols[None, :] * s_wk, mask=m2, other=0.0,
-                     eviction_policy="evict_first")
-        wu = tl.load(wbase + u_rows[:, None] * s_wn + cols[None, :] * s_wk, mask=m2, other=0.0,
-                     eviction_policy="evict_first")
-        acc_g += wg.to(tl.float32) * xv[None, :]
-        acc_u += wu.to(tl.float32) * xv[None, :]
-    g = tl.sum(acc_g, axis=1)
-    u = tl.sum(acc_u, axis=1)
-    if HAS_BIAS:
-        g += tl.load(B + e * s_be + g_rows, mask=rmask, other=0.0).to(tl.float32)
-        u += tl.load(B + e * s_be + u_rows, mask=rmask, other=0.0).to(tl.float32)
+    if INTERLEAVED:  # gate/up rows alternate: one tile of 2 * BLOCK_N adjacent rows, split after the sum
+        r2 = tl.program_id(1) * 2 * BLOCK_N + tl.arange(0, 2 * BLOCK_N)
+        r2mask = r2 < 2 * N_I
+        acc = tl.zeros([2 * BLOCK_N, BLOCK_K], dtype=tl.float32)
+        for k0 in range(0, H, BLOCK_K):
+            cols = k0 + tl.arange(0, BLOCK_K)
+            cmask = cols < H
+            xv = tl.load(X + t * s_xt + cols, mask=cmask, other=0.0).to(tl.float32)
+            w = tl.load(wbase + r2[:, None] * s_wn + cols[None, :] * s_wk, mask=r2mask[:, None] & cmask[None, :],
+                        other=0.0, eviction_policy="evict_first")
+            acc += w.to(tl.float32) * xv[None, :]
+        gu = tl.sum(acc, axis=1)
+        if HAS_BIAS:
+            gu += tl.load(B + e * s_be + r2, mask=r2mask, other=0.0).to(tl.float32)
+        g, u = tl.split(tl.reshape(gu, (BLOCK_N, 2)))
+    else:  # gate rows [0, I), up rows [I, 2I)
+        acc_g = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+        acc_u = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+        for k0 in range(0, H, BLOCK_K):
+            cols = k0 + tl.arange(0, BLOCK_K)
+            cmask = cols < H
+            xv = tl.load(X + t * s_xt + cols, mask=cmask, other=0.0).to(tl.float32)
+            m2 = rmask[:, None] & cmask[None, :]
+            wg = tl.load(wbase + rows[:, None] * s_wn + cols[None, :] * s_wk, mask=m2, other=0.0,
+                         eviction_policy="evict_first")
+            wu = tl.load(wbase + (rows + N_I)[:, None] * s_wn + cols[None, :] * s_wk, mask=m2, other=0.0,
+                         eviction_policy="evict_first")
+            acc_g += wg.to(tl.float32) * xv[None, :]
+            acc_u += wu.to(tl.float32) * xv[None, :]
+        g = tl.sum(acc_g, axis=1)
+        u = tl.sum(acc_u, axis=1)
+        if HAS_BIAS:
+            g += tl.load(B + e * s_be + rows, mask=rmask, other=0.0).to(tl.float32)
+            u += tl.load(B + e * s_be + rows + N_I, mask=rmask, other=0.0).to(tl.float32)
     tl.store(HB + s * N_I + rows, _activate(g, u, ACT, alpha, limit), mask=rmask)
 
 
@@ -145,33 +159,48 @@ def _chunk(sidx, hit, rank, c, n, BLOCK_M: tl.constexpr):
 
 
 @triton.jit
-def _grouped_gate_up(X, IDS, W, B, HB, n_slots, H, N_I, K_TOP, s_xt, s_it, s_ij, s_we, s_wn, s_wk, s_be,
-                     gate_step, up_off, alpha, limit, HAS_BIAS: tl.constexpr, ACT: tl.constexpr,
-                     SLOT_MAJOR: tl.constexpr, UPCAST: tl.constexpr, IEEE: tl.constexpr, BLOCK_S: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def _grouped_gate_up(X, IDS, W, B, HB, n_slots, H, N_I, K_TOP, s_xt, s_it, s_ij, s_we, s_wn, s_wk, s_be, alpha, limit,
+                     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, INTERLEAVED: tl.constexpr, SLOT_MAJOR: tl.constexpr,
+                     UPCAST: tl.constexpr, IEEE: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     e, sidx, hit, n, rank = _expert_slots(IDS, n_slots, K_TOP, s_it, s_ij, SLOT_MAJOR, BLOCK_S)
     rows = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     rmask = rows < N_I
-    g_rows = rows * gate_step
-    u_rows = g_rows + up_off
+    r2 = tl.program_id(1) * 2 * BLOCK_N + tl.arange(0, 2 * BLOCK_N)  # interleaved: 2 * BLOCK_N adjacent rows
+    r2mask = r2 < 2 * N_I
     wbase = W + e * s_we
     for c in range(0, n, BLOCK_M):
         slot, valid = _chunk(sidx, hit, rank, c, n, BLOCK_M)
         tok = slot // K_TOP
-        acc_g = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        acc_u = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for k0 in range(0, H, BLOCK_K):
-            cols = k0 + tl.arange(0, BLOCK_K)
-            cmask = cols < H
-            xt = tl.load(X + tok[:, None] * s_xt + cols[None, :], mask=valid[:, None] & cmask[None, :], other=0.0)
-            m2 = cmask[:, None] & rmask[None, :]
-            wg = tl.load(wbase + cols[:, None] * s_wk + g_rows[None, :] * s_wn, mask=m2, other=0.0)
-            wu = tl.load(wbase + cols[:, None] * s_wk + u_rows[None, :] * s_wn, mask=m2, other=0.0)
-            acc_g = _mma(xt, wg, acc_g, UPCAST, IEEE)
-            acc_u = _mma(xt, wu, acc_u, UPCAST, IEEE)
-        if HAS_BIAS:
-            acc_g += tl.load(B + e * s_be + g_rows, mask=rmask, other=0.0).to(tl.float32)[None, :]
-            acc_u += tl.load(B + e * s_be + u_rows, mask=rmask, other=0.0).to(tl.float32)[None, :]
+        if INTERLEAVED:
+            acc = tl.zeros([BLOCK_M, 2 * BLOCK_N], dtype=tl.float32)
+            for k0 in range(0, H, BLOCK_K):
+                cols = k0 + tl.arange(0, BLOCK_K)
+                cmask = cols < H
+                xt = tl.load(X + tok[:, None] * s_xt + cols[None, :], mask=valid[:, None] & cmask[None, :],
+                             other=0.0)
+                w = tl.load(wbase + cols[:, None] * s_wk + r2[None, :] * s_wn, mask=cmask[:, None] & r2mask[None, :],
+                            other=0.0)
+                acc = _mma(xt, w, acc, UPCAST, IEEE)
+            if HAS_BIAS:
+                acc += tl.load(B + e * s_be + r2, mask=r2mask, other=0.0).to(tl.float32)[None, :]
+            acc_g, acc_u = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
+        else:
+            acc_g = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+            acc_u = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+            for k0 in range(0, H, BLOCK_K):
+                cols = k0 + tl.arange(0, BLOCK_K)
+                cmask = cols < H
+                xt = tl.load(X + tok[:, None] * s_xt + cols[None, :], mask=valid[:, None] & cmask[None, :],
+                             other=0.0)
+                m2 = cmask[:, None] & rmask[None, :]
+                wg = tl.load(wbase + cols[:, None] * s_wk + rows[None, :] * s_wn, mask=m2, other=0.0)
+                wu = tl.load(wbase + cols[:, None] * s_wk + (rows + N_I)[None, :] * s_wn, mask=m2, other=0.0)
+                acc_g = _mma(xt, wg, acc_g, UPCAST, IEEE)
+                acc_u = _mma(xt, wu, acc_u, UPCAST, IEEE)
+            if HAS_BIAS:
+                acc_g += tl.load(B + e * s_be + rows, mask=rmask, other=0.0).to(tl.float32)[None, :]
+                acc_u += tl.load(B + e * s_be + rows + N_I, mask=rmask, other=0.0).to(tl.float32)[None, :]
         h = _activate(acc_g, acc_u, ACT, alpha, limit)
         tl.store(HB + slot[:, None] * N_I + rows[None, :], h, mask=valid[:, None] & rmask[None, :])
 
