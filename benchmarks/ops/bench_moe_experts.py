@@ -10,14 +10,16 @@ Implementations:
   what ``benchmarks/e2e/moe_decode.py`` runs, or ``batched_mm``);
 - ``ours``: the Triton kernel at ``default_config(T)``; with ``--sweep``, every config of ``CONFIGS`` of the
   path T takes (GEMV at T = 1, grouped above; ``--sweep all``: both paths at every T).
-Every timing replays a captured CUDA graph of ``--sets`` calls, each on its own copy of the layer's weights (as
-consecutive layers of a model: the weights stream from HBM, not from the 50 MB L2), median of ``--reps`` replays,
-per call. ``GB/s`` is the bytes of the distinct experts the ids select over the time, ``of_copy`` its fraction of
-the device-to-device copy bandwidth measured in the same run. ``err`` is the max error relative to the max of
-eager HF in float32 arithmetic on the same bf16 inputs.
+Every timing replays a captured CUDA graph of ``--sets`` calls, each with its own expert ids (drawn as a top-k
+gives them: distinct per token), so consecutive calls read different experts and the weights stream from HBM
+rather than from the 50 MB L2 (at T = 1 a Qwen3-MoE call reads 75 MB, a GPT-OSS call 200 MB), median of
+``--reps`` replays, per call. ``GB/s`` is the bytes of the distinct experts the ids select over the time,
+``of_copy`` its fraction of the device-to-device copy bandwidth measured in the same run. ``err`` is the max
+error relative to the max of eager HF (bf16 GEMMs, ``--experts`` form) on the same inputs.
 
-Writes ``moe_experts.csv`` / ``.md`` under ``--out`` and prints the table. Runtime on an H200: about 20 s per model
-without ``--sweep`` (two Inductor compiles dominate), about 60 s per model with it.
+Writes ``moe_experts.csv`` / ``.md`` under ``--out`` and prints the table. Runtime on an H200 (not yet run; an estimate
+from Inductor's compile of one small region per T, ~5-10 s, and ~2 s of Triton compiles per config and T): about
+30 s per model without ``--sweep``, about 75 s per model with it.
 
 Usage: ``PYTHONPATH=$PWD:$PWD/benchmarks python benchmarks/ops/bench_moe_experts.py --model qwen3_moe,gpt_oss
 --out $OUT [--sweep [all]] [--tokens 1,8,32]``
@@ -54,14 +56,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--tokens", default="1,8,32")
     p.add_argument("--experts", default="grouped_mm", choices=("grouped_mm", "batched_mm"))
     p.add_argument("--sweep", nargs="?", const="path", default=None, choices=("path", "all"))
-    p.add_argument("--sets", type=int, default=4, help="weight copies cycled inside one graph (layers)")
+    p.add_argument("--sets", type=int, default=4, help="routings (expert ids) cycled inside one graph")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--out", default="benchmarks/results")
     return p.parse_args(argv)
 
 
-def build(name: str, sets: int, impl: str):
-    """``sets`` HF experts modules of ``name`` (random bf16 weights on the GPU) and the op's tail arguments."""
+def build(name: str, impl: str):
+    """The HF experts module of ``name`` (random bf16 weights on the GPU), its config and the op's tail."""
     import importlib
 
     import transformers
@@ -71,16 +73,12 @@ def build(name: str, sets: int, impl: str):
     cfg._experts_implementation = impl
     module, cls = mod_path.rsplit(".", 1)
     klass = getattr(importlib.import_module(f"transformers.models.{module}"), cls)
-    mods = []
     torch.manual_seed(0)
-    for _ in range(sets):
-        m = klass(cfg).to(device="cuda", dtype=torch.bfloat16).eval()
-        with torch.no_grad():
-            for prm in m.parameters():  # N(0, 1/fan_in): activations O(1), SiLU and the clamp not saturated
-                prm.normal_(0, prm.shape[-1] ** -0.5 if prm.ndim == 3 else 0.1)
-        mods.append(m)
-    alpha, limit = (getattr(mods[0], "alpha", 1.702), getattr(mods[0], "limit", 7.0))
-    return mods, cfg, (*tail, alpha, limit)
+    m = klass(cfg).to(device="cuda", dtype=torch.bfloat16).eval()
+    with torch.no_grad():
+        for prm in m.parameters():  # N(0, 1/fan_in): activations O(1), SiLU and the clamp not saturated
+            prm.normal_(0, prm.shape[-1] ** -0.5 if prm.ndim == 3 else 0.1)
+    return m, cfg, (*tail, getattr(m, "alpha", 1.702), getattr(m, "limit", 7.0))
 
 
 def op_args(m) -> tuple:
@@ -97,7 +95,7 @@ def routing(t: int, k: int, e: int, seed: int = 0):
 
 
 def cycler(fns):
-    """A callable that calls ``fns`` in turn (one per weight set)."""
+    """A callable that calls ``fns`` in turn (one per routing set)."""
     state = {"i": 0}
 
     def call():
@@ -115,37 +113,35 @@ def main(argv=None) -> None:
     bw = copy_bandwidth_gbs()
     rows = []
     for name in args.model.split(","):
-        mods, cfg, tail = build(name, args.sets, args.experts)
+        torch._dynamo.reset()
+        mod, cfg, tail = build(name, args.experts)
         k = cfg.num_experts_per_tok
-        e, h = mods[0].gate_up_proj.shape[0], cfg.hidden_size
-        per_expert = sum(w[0].numel() * w.element_size() for w in op_args(mods[0]) if w is not None)
-        region = torch.compile(lambda m, x, ids, tw: m(x, ids, tw), fullgraph=True, dynamic=False)
+        e, h = mod.gate_up_proj.shape[0], cfg.hidden_size
+        per_expert = sum(w[0].numel() * w.element_size() for w in op_args(mod) if w is not None)
+        region = torch.compile(mod, fullgraph=True, dynamic=False)
         for t in (int(s) for s in args.tokens.split(",")):
             x = torch.randn(t, h, device="cuda", dtype=torch.bfloat16)
-            ids, tw = routing(t, k, e)
-            nbytes = per_expert * len(set(ids.flatten().tolist()))
+            sets = [routing(t, k, e, seed) for seed in range(args.sets)]
+            nbytes = per_expert * sum(len(set(ids.flatten().tolist())) for ids, _ in sets) / len(sets)
+            ids, tw = sets[0]
             with torch.no_grad():
-                eager = mods[0](x, ids, tw).float()
+                eager = mod(x, ids, tw).float()
                 t0 = time.perf_counter()
-                region(mods[0], x, ids, tw)
+                region(x, ids, tw)
                 compile_s = time.perf_counter() - t0
                 scale = float(eager.abs().max())
-                cands = [("inductor", None)]
-                cands.append(("ours " + K.default_config(t).name(), K.default_config(t)))
+                cands = [("inductor", None), ("ours " + K.default_config(t).name(), K.default_config(t))]
                 if args.sweep:
                     cands += [("ours " + c.name(), c) for c in K.CONFIGS
                               if c != K.default_config(t) and (args.sweep == "all" or c.dot == (t > 1))]
                 base = None
                 for label, c in cands:
                     if c is None:
-                        fns = [lambda m=m, a=(x, ids, tw), f=region: f(m, *a) for m in mods]
-                        got = region(mods[0], x, ids, tw)
+                        fns = [lambda r=r, f=region, a=x: f(a, *r) for r in sets]
                     else:
-                        fns = [lambda m=m, c=c, a=(x, tw, ids), tl=tail: K.moe_experts(*a, *op_args(m), *tl, config=c)
-                               for m in mods]
-                        got = fns[0]()
-                    for f in fns:  # every weight set compiled / specialised before the capture
-                        f()
+                        fns = [lambda r=r, c=c, a=x, m=mod, tl=tail: K.moe_experts(a, r[1], r[0], *op_args(m), *tl,
+                                                                                   config=c) for r in sets]
+                    got = fns[0]()
                     err = float((got.float() - eager).abs().max()) / scale
                     us = graph_time_us(cycler(fns), args.sets, args.reps)
                     base = us if base is None else base
@@ -154,10 +150,10 @@ def main(argv=None) -> None:
                                  "vs_inductor": round(base / us, 2), "GB/s": round(gbs), "of_copy": round(gbs / bw, 2),
                                  "err": f"{err:.2g}", "compile_s": round(compile_s, 1) if c is None else ""})
                     print(rows[-1], flush=True)
-        del mods
+        del mod, region
         torch.cuda.empty_cache()
     extra = [f"copy bandwidth {bw:.0f} GB/s; {torch.cuda.get_device_name()}; experts={args.experts}; "
-             f"{args.sets} weight sets per graph"]
+             f"{args.sets} routings (expert ids) cycled per graph"]
     print(write_results(rows, args.out, "moe_experts", "MoE experts: ours vs Inductor's HF region", extra))
 
 
