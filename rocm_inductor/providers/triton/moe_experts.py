@@ -11,11 +11,9 @@ the shapes):
 2. down, times the slot's routing weight -> ``Y`` (T * k, H) float32, same path;
 3. the reduce over the k slots -> (T, H) in x's dtype.
 
-Which path and tile sizes: a :class:`Config` (``moe_experts(..., config=)``; the tuning store or
-``benchmarks/ops/bench_moe_experts.py --sweep`` pick one of :data:`CONFIGS`), else :func:`default_config`:
-the GEMV path at one token (each selected expert is read once anyway, and the per-slot grid of k * I / BLOCK_N
-programs fills the GPU), the grouped ``tl.dot`` path from two tokens on (an expert chosen by several tokens is read
-once per 16 of them). Buffers: ``h`` and ``Y`` at T = 32, k = 8, I = 768, H = 2048 are 0.8 MB and 2.1 MB.
+Which path and tile sizes: a :class:`Config` of ``moe_experts_configs`` (``moe_experts(..., config=)``; the
+tuning store or ``benchmarks/ops/bench_moe_experts.py --sweep`` pick one of :data:`CONFIGS`), else
+:func:`default_config` (GEMV at one token, grouped ``tl.dot`` from two). Buffers: ``h`` and ``Y`` at T = 32, k = 8, I = 768, H = 2048 are 0.8 MB and 2.1 MB.
 
 Limits (what :func:`check` refuses; the pass then leaves the graph to Inductor and reports why): dtype not
 float16/bfloat16/float32; more than :data:`MAX_TOKENS` tokens (prefill: Inductor's GEMMs win there);
@@ -24,7 +22,6 @@ symbolic sizes other than T.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Any
 
@@ -32,6 +29,9 @@ import torch
 import triton
 
 from . import moe_experts_kernels as kern
+from .moe_experts_configs import CONFIGS, REDUCE_BLOCK, Config, default_config
+
+__all__ = ["CONFIGS", "Config", "check", "default_config", "moe_experts"]
 
 #: dtypes the kernel takes.
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -40,77 +40,6 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 MAX_TOKENS = 32
 #: Activation codes passed to the kernels (the op's activation names).
 ACT_CODES = {"silu": 0, "swiglu_clamp": 1}
-#: Columns of the reduce's programs (one row of Y per slot: 512 float32 = 2 KB per load).
-REDUCE_BLOCK = 512
-
-
-@dataclasses.dataclass(frozen=True)
-class Config:
-    """One launch configuration of the experts kernels.
-
-    Attributes:
-        dot: the grouped ``tl.dot`` path (tokens grouped by expert, ``block_m`` rows per chunk) instead of the
-            per-slot GEMV path.
-        block_n: intermediate rows per gate/up program (each program computes ``block_n`` gate and up rows);
-        block_k: gate/up reduction chunk (over H); block_h: output columns per down program; block_kd: down
-        reduction chunk (over I); block_m: token rows of a grouped chunk (16: the smallest ``tl.dot`` M);
-        num_warps, num_stages: Triton's (stages only pipeline the grouped path's dot loops).
-    """
-
-    dot: bool
-    block_n: int
-    block_k: int
-    block_h: int
-    block_kd: int
-    num_warps: int = 4
-    num_stages: int = 3
-    block_m: int = 16
-
-    def name(self) -> str:
-        """Short label, e.g. ``gemv n16 k256 h32 kd256 w4`` (benchmark tables)."""
-        head = f"dot m{self.block_m}" if self.dot else "gemv"
-        tail = f" s{self.num_stages}" if self.dot else ""
-        return f"{head} n{self.block_n} k{self.block_k} h{self.block_h} kd{self.block_kd} w{self.num_warps}{tail}"
-
-
-#: The configs a sweep times: GEMV tiles of 16-64 float32 partial products per thread in each late accumulator,
-#: and ``tl.dot`` tiles. Each compiles without spills for sm_90 at HF's strides (AOT as ``compile_cases``,
-#: triton 3.9, 2026-12-03: 64-252 registers, no stack); down tiles of BLOCK_H 64 x BLOCK_K 128 and larger
-#: spilled (255 registers, 16-152 B of stack: the float32 h tile and its two 16-bit parts) and are left out.
-#: Not yet timed: ``benchmarks/ops/bench_moe_experts.py --sweep`` is the measurement.
-CONFIGS: tuple[Config, ...] = (
-    Config(False, 16, 256, 32, 256, 4),
-    Config(False, 16, 512, 32, 512, 8),
-    Config(False, 8, 512, 16, 512, 4),
-    Config(False, 32, 256, 64, 256, 8),
-    Config(False, 8, 256, 16, 256, 4),
-    Config(False, 16, 128, 32, 128, 4),
-    Config(False, 4, 1024, 8, 1024, 4),
-    Config(True, 32, 128, 64, 64, 4, 3),
-    Config(True, 64, 128, 64, 64, 4, 3),
-    Config(True, 16, 256, 32, 128, 4, 3),
-    Config(True, 16, 256, 64, 64, 4, 4),
-    Config(True, 64, 64, 128, 64, 4, 4),
-    Config(True, 64, 64, 128, 64, 8, 3),
-    Config(True, 32, 128, 32, 128, 4, 2),
-)
-
-
-def default_config(tokens: int, dtype: torch.dtype = torch.bfloat16) -> Config:
-    """The untuned config for T = ``tokens`` (see the module docstring): GEMV at one token, grouped above.
-
-    A guess within the register budgets of :data:`CONFIGS` (float32 weights halve the GEMV's K chunk); the
-    sweep of ``bench_moe_experts.py`` is what confirms or replaces it.
-    """
-    if tokens <= 1:
-        cfg = CONFIGS[0]
-    else:
-        cfg = CONFIGS[7]
-    if dtype == torch.float32:
-        cfg = dataclasses.replace(cfg, block_k=cfg.block_k // 2, block_kd=cfg.block_kd // 2)
-    return cfg
-
-
 def check(spec: dict[str, Any]) -> str | None:
     """``None`` when the kernel takes the match described by ``spec`` (``ops/moe_experts.py``), else why not."""
     if spec["dtype"] not in DTYPES:
@@ -193,47 +122,4 @@ def moe_experts(x: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Ten
             dn_n, dn_k, b2.stride(0), HAS_BIAS=b_down is not None, SPLIT=x.dtype != torch.float32,
             BLOCK_H=cfg.block_h, BLOCK_K=cfg.block_kd, **common)
     kern._reduce[(t, triton.cdiv(h, REDUCE_BLOCK))](ybuf, out, h, k, out.stride(0), BLOCK=REDUCE_BLOCK)
-    return out
-
-
-def compile_cases() -> list[dict]:
-    """AOT compile cases of ``moe_experts_kernels`` (its ``aot_cases``): every kernel in bf16 at the default
-    configs; gate/up for SwiGLU without biases (Qwen3-MoE) and the interleaved clamped SwiGLU with biases
-    (GPT-OSS), down with biases only (the other form differs by one bias load). Measured 2026-12-03 (triton 3.9):
-    none spills; sm_90 127-176 registers, gfx942 84-132 VGPRs, gfx950 82-124."""
-    gemv, dot = default_config(1), default_config(8)
-    types = {"X": "*bf16", "IDS": "*i64", "W": "*bf16", "B": "*bf16", "HB": "*fp32", "TW": "*fp32", "YB": "*fp32",
-             "OUT": "*bf16", "alpha": "fp32", "limit": "fp32"}
-
-    def case(name, fn, const, cfg, ones=(), div16=()):
-        # as the JIT specialises a launch: integer arguments equal to 1 become constants, multiples of 16 get
-        # the divisibility attribute (the unit strides decide whether weight loads are vectorised)
-        const = {**const, **{a: 1 for a in ones if a in fn.arg_names}}
-        sig = {a: "constexpr" if a in const else types.get(a, "i32") for a in fn.arg_names}
-        attrs = {a: [["tt.divisibility", 16]] for a in fn.arg_names
-                 if a not in const and (sig[a].startswith("*") or a in div16)}
-        return {"name": f"moe_experts {name}", "fn": fn, "signature": sig, "constexprs": const, "attrs": attrs,
-                "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
-
-    out = []
-    for what, act, gpt in (("silu", 0, False), ("swiglu_clamp bias", 1, True)):
-        grouped = {"SLOT_MAJOR": True, "UPCAST": False, "IEEE": False, "BLOCK_S": 64, "BLOCK_M": dot.block_m}
-        # strides of HF's contiguous stacks: Qwen3-MoE (E, 2I, H) / (E, H, I), GPT-OSS (E, H, 2I) / (E, I, H)
-        lay = dict(ones=("s_wn", "s_ij", "s_tj") if gpt else ("s_wk", "s_ij", "s_tj"),
-                   div16=("s_we", "s_wk", "s_xt", "s_be", "H", "N_I") if gpt else ("s_we", "s_wn", "s_xt", "H", "N_I"))
-        out += [
-            case(f"gemv gate_up {what}", kern._gemv_gate_up, {"HAS_BIAS": gpt, "ACT": act, "INTERLEAVED": gpt,
-                                                              "BLOCK_N": gemv.block_n, "BLOCK_K": gemv.block_k},
-                 gemv, **lay),
-            case(f"gemv down {what}", kern._gemv_down, {"HAS_BIAS": gpt, "BLOCK_H": gemv.block_h,
-                                                        "BLOCK_K": gemv.block_kd}, gemv, **lay) if gpt else None,
-            case(f"grouped gate_up {what}", kern._grouped_gate_up,
-                 {"HAS_BIAS": gpt, "ACT": act, "INTERLEAVED": gpt, **grouped, "BLOCK_N": dot.block_n,
-                  "BLOCK_K": dot.block_k}, dot, **lay),
-            case(f"grouped down {what}", kern._grouped_down,
-                 {"HAS_BIAS": gpt, "SPLIT": True, **grouped, "BLOCK_H": dot.block_h, "BLOCK_K": dot.block_kd}, dot,
-                 **lay) if gpt else None,
-        ]
-    out = [c for c in out if c is not None]
-    out.append(case("reduce", kern._reduce, {"BLOCK": REDUCE_BLOCK}, gemv))
     return out
