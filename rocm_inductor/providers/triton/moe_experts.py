@@ -13,7 +13,8 @@ the shapes):
 
 Which path and tile sizes: a :class:`Config` of ``moe_experts_configs`` (``moe_experts(..., config=)``; the
 tuning store or ``benchmarks/ops/bench_moe_experts.py --sweep`` pick one of :data:`CONFIGS`), else
-:func:`default_config` (GEMV at one token, grouped ``tl.dot`` from two). Buffers: ``h`` and ``Y`` at T = 32, k = 8, I = 768, H = 2048 are 0.8 MB and 2.1 MB.
+:func:`default_config` (GEMV at one token, grouped ``tl.dot`` from two). Buffers: ``h`` and ``Y`` at T = 32,
+k = 8, I = 768, H = 2048 are 0.8 MB and 2.1 MB.
 
 Limits (what :func:`check` refuses; the pass then leaves the graph to Inductor and reports why): dtype not
 float16/bfloat16/float32; more than :data:`MAX_TOKENS` tokens (prefill: Inductor's GEMMs win there);

@@ -47,10 +47,10 @@ class Config:
 
 
 #: The configs a sweep times: GEMV tiles of 16-64 float32 partial products per thread in each late accumulator,
-#: and ``tl.dot`` tiles. Each compiles without spills for sm_90 at HF's strides (AOT as ``compile_cases``,
-#: triton 3.9, 2026-12-03: 64-252 registers, no stack); down tiles of BLOCK_H 64 x BLOCK_K 128 and larger
-#: spilled (255 registers, 16-152 B of stack: the float32 h tile and its two 16-bit parts) and are left out.
-#: Not yet timed: ``benchmarks/ops/bench_moe_experts.py --sweep`` is the measurement.
+#: and ``tl.dot`` tiles. Each compiles without spills for sm_90 at HF's strides (AOT, specialised as
+#: ``moe_experts_kernels.aot_cases``, triton 3.9, 2026-12-03: 64-252 registers, no stack); down tiles of
+#: BLOCK_H 64 x BLOCK_K 128 and larger spilled (255 registers, 16-152 B of stack: the float32 h tile and its two
+#: 16-bit parts) and are left out. Not yet timed: ``benchmarks/ops/bench_moe_experts.py --sweep`` measures them.
 CONFIGS: tuple[Config, ...] = (
     Config(False, 16, 256, 32, 256, 4),
     Config(False, 16, 512, 32, 512, 8),
@@ -68,6 +68,11 @@ CONFIGS: tuple[Config, ...] = (
     Config(True, 32, 128, 32, 128, 4, 2),
 )
 
+#: The defaults: 16 intermediate rows per GEMV program (Qwen3-MoE at T = 1: 8 slots x 48 tiles = 384 programs,
+#: about three per H200 SM at its 153 registers, one wave) and the smallest spill-free dot tile set.
+GEMV_DEFAULT = CONFIGS[0]
+DOT_DEFAULT = CONFIGS[7]
+
 
 def default_config(tokens: int, dtype: torch.dtype = torch.bfloat16) -> Config:
     """The untuned config for T = ``tokens`` (see the module docstring): GEMV at one token, grouped above.
@@ -75,10 +80,7 @@ def default_config(tokens: int, dtype: torch.dtype = torch.bfloat16) -> Config:
     A guess within the register budgets of :data:`CONFIGS` (float32 weights halve the GEMV's K chunk); the
     sweep of ``bench_moe_experts.py`` is what confirms or replaces it.
     """
-    if tokens <= 1:
-        cfg = CONFIGS[0]
-    else:
-        cfg = CONFIGS[7]
+    cfg = GEMV_DEFAULT if tokens <= 1 else DOT_DEFAULT
     if dtype == torch.float32:
         cfg = dataclasses.replace(cfg, block_k=cfg.block_k // 2, block_kd=cfg.block_kd // 2)
     return cfg
