@@ -89,8 +89,9 @@ def test_qwen3_block_rewritten(impl, dtype):
 @pytest.mark.parametrize("impl", ["batched_mm", "grouped_mm"])
 def test_gpt_oss_block_rewritten(impl):
     """Transposed (E, H, 2I) weights, interleaved halves, clamped SwiGLU with alpha/limit read off the graph,
-    both biases."""
-    out, eager, cap = _run(_gpt_oss_block(impl, torch.float32), 3, torch.float32)
+    both biases. grouped_mm at T * k == E (4 tokens x 2 of 8 experts, as GPT-OSS at B = 8: 8 x 4 of 32): its
+    inverse permutation's gather of the (S, H) output is then shaped like a bias, and must not be read as one."""
+    out, eager, cap = _run(_gpt_oss_block(impl, torch.float32), 4 if impl == "grouped_mm" else 3, torch.float32)
     assert cap.after["rocm_fused.moe_experts.default"] == 1
     assert not any(cap.after.get(k, 0) for k in EXPERT_GEMMS), cap.after
     note = next(m.note for m in cap.report.matches if m.pass_name == "moe_experts")

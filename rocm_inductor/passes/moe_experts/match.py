@@ -261,8 +261,11 @@ def read_experts(up: Gemm, down: Gemm) -> Experts:
             break
     if tw is None:
         raise Miss("no (tokens, k) routing weight multiplies the experts' outputs")
+    # a bias is an (E, N) tensor gathered by expert id that the region does not compute: HF grouped_mm's
+    # inverse permutation ``weighted_out[inv_perm]`` is an (S, H) gather too, and S = T * k equals E at some
+    # decode sizes (GPT-OSS: B = 8, k = 4, E = 32), so the shape alone would take the experts' output for a bias
     biases = [n for n in nodes if is_call(n, aten.index.Tensor) and n.args[0] not in stop
-              and _is2d(n.args[0], (shape(up.weight)[0], None), True)]
+              and _is2d(n.args[0], (shape(up.weight)[0], None), True) and not reads(n.args[0], x, order)]
     for b in biases:  # a bias gathered before the down GEMM is gate/up's, one after it is down's
         if reads(down.node, b, order):
             e.b_gate_up = e.b_gate_up if e.b_gate_up is not None else b.args[0]

@@ -24,7 +24,7 @@ class TritonProvider(Provider):
     library = "triton"
     ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample",
                      "decode_attention", "merged_gemm", "rms_norm_gemm"})
-    ops = ops | {"moe_routing", "moe_experts"}  # the router's top-k, the routed experts' grouped GEMV
+    ops = ops | {"moe_routing", "moe_experts"}  # the router's top-k, the routed experts (GEMV / grouped tl.dot)
     #: ``rope_cached`` clamps positions to the table inside the kernel (``rocm_fused::rope_cached``'s contract).
     clamps_rope_positions = True
 
@@ -62,7 +62,8 @@ class TritonProvider(Provider):
 
     def moe_experts(self, x, topk_weights, topk_ids, w_gate_up, w_down, b_gate_up, b_down, activation,
                     interleaved, transposed, alpha, limit):
-        """See ``rocm_inductor.providers.triton.moe_experts.moe_experts`` (grouped GEMV, weights in place)."""
+        """See ``rocm_inductor.providers.triton.moe_experts.moe_experts`` (GEMV at one token, grouped ``tl.dot``
+        above; weights read in place)."""
         return self.kernels("moe_experts").moe_experts(x, topk_weights, topk_ids, w_gate_up, w_down, b_gate_up,
                                                        b_down, activation, interleaved, transposed, alpha, limit)
 
