@@ -65,6 +65,7 @@ def aot_cases() -> list[dict]:
         ones = {k: 1 for k, v in ints.items() if v == 1}  # the JIT makes an int argument equal to 1 a constant
         sig.update({k: "constexpr" for k in ones})
         consts.update(ones)
+        sig = {a: sig[a] for a in _split_kernel.arg_names}  # in parameter order
         case = {"name": f"decode_attention_{name}", "fn": _split_kernel, "signature": sig,
                 "constexprs": consts, "num_warps": cfg["num_warps"], "attrs": attrs}
         if cfg["NSPLIT"] > 1:

@@ -178,13 +178,6 @@ def combine_warps(block_s: int, block_dv: int) -> int:
 
 # -- the tuning store --------------------------------------------------------------------------------------------
 
-def store_spec(dtype: torch.dtype, hq: int, hkv: int, lq: int, d: int, dv: int, b: int, lkv: int) -> dict[str, Any]:
-    """The spec whose :func:`rocm_inductor.tuning.store.signature` keys a ``decode_attention`` store entry:
-    ``batch=1,dtype=bfloat16,head_dim=64,kv_len=1024,num_kv_heads=8,num_q_heads=32,q_len=1,v_head_dim=64``."""
-    return {"dtype": dtype, "num_q_heads": hq, "num_kv_heads": hkv, "q_len": lq, "head_dim": d, "v_head_dim": dv,
-            "batch": b, "kv_len": lkv}
-
-
 def _fields(sig: str) -> dict[str, str]:
     from ....tuning.store import parse_signature
 
