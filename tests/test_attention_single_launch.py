@@ -43,11 +43,11 @@ def no_env(monkeypatch):
 
 def test_one_launch_is_the_two_launch_result_and_resets_its_counters(no_env):
     A = _tri()
-    q, k, v = make(2, 4, 2, 1, 128, 32)
-    mask = pos_mask(torch.tensor([[70], [0]], device=DEV), 128)
+    q, k, v = make(2, 4, 2, 1, 64, 32)
+    mask = pos_mask(torch.tensor([[40], [0]], device=DEV), 64)
     mask[1] = False  # a fully masked batch row: zeros, as eager's safe softmax
-    two = A.decode_attention(q, k, v, mask, 0.2, num_splits=4, block_n=32, inline_combine=False)
-    one = A.decode_attention(q, k, v, mask, 0.2, num_splits=4, block_n=32, inline_combine=True)
+    two = A.decode_attention(q, k, v, mask, 0.2, num_splits=4, block_n=16, inline_combine=False)
+    one = A.decode_attention(q, k, v, mask, 0.2, num_splits=4, block_n=16, inline_combine=True)
     assert torch.equal(one, two)  # the same fixed-order merge, whichever program runs it
     assert int(A._COUNTERS[str(q.device)].abs().sum()) == 0
     torch.testing.assert_close(one.float(), decode_attention_ref(q, k, v, mask, 0.2).float(), atol=2e-2, rtol=2e-2)
@@ -65,10 +65,10 @@ def test_one_launch_with_sinks_matches_the_reference(no_env):
 
 def test_positions_and_window_equal_the_mask(no_env):
     A = _tri()
-    q, k, v = make(2, 4, 2, 2, 160, 32)
-    pos = torch.tensor([[100, 101], [5, 6]], device=DEV)  # (B, Lq): per-row positions of a 2-token query
+    q, k, v = make(2, 4, 2, 2, 96, 32)
+    pos = torch.tensor([[70, 71], [5, 6]], device=DEV)  # (B, Lq): per-row positions of a 2-token query
     for window in (0, 40):
-        mask = pos_mask(pos, 160, window)
+        mask = pos_mask(pos, 96, window)
         want = decode_attention_ref(q, k, v, mask, 0.2)
         assert torch.equal(decode_attention_ref(q, k, v, None, 0.2, positions=pos, window=window), want)
         got = A.decode_attention(q, k, v, None, 0.2, num_splits=3, block_n=32, positions=pos, window=window,
@@ -78,7 +78,7 @@ def test_positions_and_window_equal_the_mask(no_env):
     q1, k1, v1 = q[:, :, :1], k, v
     p1 = torch.tensor([[33]], device=DEV)
     got = torch.ops.rocm_fused.decode_attention(q1, k1, v1, None, 0.2, "triton", positions=p1)
-    ref = torch.ops.rocm_fused.decode_attention(q1, k1, v1, pos_mask(p1.expand(2, 1), 160), 0.2, "reference")
+    ref = torch.ops.rocm_fused.decode_attention(q1, k1, v1, pos_mask(p1.expand(2, 1), 96), 0.2, "reference")
     torch.testing.assert_close(got.float(), ref.float(), atol=2e-2, rtol=2e-2)
 
 
@@ -130,6 +130,26 @@ def test_configs_come_from_the_tuning_store():
         assert A.pick(1, 32, 8, 1, 1024, 64, 64, torch.bfloat16, 132, num_splits=2)["NSPLIT"] == 2
     assert A.stored_config(torch.bfloat16, 32, 8, 1, 64, 64, 1, 1024) is None  # CPU key: no GPU's entries
     assert A.pick(1, 32, 8, 1, 1024, 64, 64, torch.bfloat16, 132)["source"] == "heuristic"
+
+
+def test_sweep_rows_become_store_decisions():
+    """``tuning.tables.attention_decisions``: the fastest point per shape, its one-launch / skip / stages columns
+    into the config; the shipped H200 entries are the committed sweep's (``scripts/convert_tuned_tables.py``)."""
+    import json
+
+    from rocm_inductor.tuning import tables
+    from rocm_inductor.tuning.store import SHIPPED_DIR
+
+    base = {"run_id": "r", "model": "llama-3.2-1b", "batch": "8", "max_cache_len": "1024", "block_n": "128"}
+    rows = [dict(base, num_splits="4", us="9.0"), dict(base, num_splits="4", us="7.5", one_launch="1", skip="0",
+                                                        num_stages="2"), dict(base, num_splits="8", us="8.0")]
+    (d,) = tables.attention_decisions(rows, "shipped:X", "r")
+    assert d.config == {"num_splits": 4, "block_n": 128, "one_launch": True, "skip": False, "num_stages": 2}
+    assert d.signature == tables.attention_signature("bfloat16", 32, 8, 1, 64, 64, 8, 1024)
+    assert list(d.times_us) == ["triton", "triton:8x128", "triton:4x128"]
+    shipped = json.loads((SHIPPED_DIR / "nvidia_h200.json").read_text())["entries"]
+    attn = [e for e in shipped if e["op"] == tables.ATTN_OP]
+    assert len(attn) == 18 and all(e["winner"] == "triton" and "attention_sweep.csv" in e["evidence"] for e in attn)
 
 
 def test_one_launch_switch(monkeypatch):

@@ -112,22 +112,34 @@ def attention_signature(dtype: str, hq: int, hkv: int, lq: int, d: int, dv: int,
 
 def attention_decisions(rows: list[dict[str, Any]], source: str, run_id: str) -> list[Decision]:
     """One decision per (model, batch, cache length) of a sweep run (rows of :data:`ATTN_EVIDENCE`, strings as
-    csv reads them): winner ``"triton"``, config the fastest swept ``num_splits`` / ``block_n`` (two launches;
-    ``one_launch`` left unset: the sweep did not time it), times the three fastest (``"triton"``, then
-    ``"triton:<splits>x<block_n>"``)."""
-    by: dict[tuple[str, int, int], list[tuple[float, int, int]]] = {}
+    csv reads them): winner ``"triton"``, config the fastest swept point's ``num_splits`` / ``block_n`` and, where
+    the sweep has those columns, ``one_launch`` / ``skip`` / ``num_stages`` (a run without them timed two launches
+    with the skip: left unset, the code's defaults), times the three fastest (``"triton"``, then
+    ``"triton:<point>"``)."""
+    by: dict[tuple[str, int, int], list[tuple[float, int, int, dict]]] = {}
     for r in rows:
         if r.get("run_id") != run_id or r.get("us") in ("", None) or r["model"] not in ATTN_MODELS:
             continue
         key = (r["model"], int(r["batch"]), int(r["max_cache_len"]))
-        by.setdefault(key, []).append((float(r["us"]), int(r["num_splits"]), int(r["block_n"])))
+        extra: dict[str, Any] = {}
+        if r.get("one_launch") not in ("", None):
+            extra["one_launch"] = r["one_launch"] == "1"
+        if r.get("skip") not in ("", None):
+            extra["skip"] = r["skip"] != "0"
+        if r.get("num_stages") not in ("", None):
+            extra["num_stages"] = int(r["num_stages"])
+        by.setdefault(key, []).append((float(r["us"]), int(r["num_splits"]), int(r["block_n"]), extra))
     out = []
     for (model, b, lkv), timed in sorted(by.items()):
-        timed.sort()
+        timed.sort(key=lambda t: t[0])
         hq, hkv, d = ATTN_MODELS[model]
-        us, ns, bn = timed[0]
-        times = {"triton": us, **{f"triton:{n}x{k}": t for t, n, k in timed[1:3]}}
+        us, ns, bn, extra = timed[0]
+
+        def label(n: int, k: int, e: dict) -> str:
+            return f"{n}x{k}" + "".join(f",{a}={int(v)}" for a, v in sorted(e.items()))
+
+        times = {"triton": us, **{f"triton:{label(n, k, e)}": t for t, n, k, e in timed[1:3]}}
         out.append(Decision(ATTN_OP, attention_signature("bfloat16", hq, hkv, 1, d, d, b, lkv), "triton",
-                            {"num_splits": ns, "block_n": bn}, times, source,
+                            {"num_splits": ns, "block_n": bn, **extra}, times, source,
                             f"{ATTN_EVIDENCE}, run {run_id}, {model} B={b} L={lkv} (fastest of {len(timed)} swept)"))
     return out

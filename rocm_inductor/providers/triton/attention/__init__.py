@@ -79,6 +79,7 @@ from .config import (
     block_sizes,
     check,
     combine_warps,
+    default_stages,
     launch_config,
     one_launch_wanted,
     pick,
@@ -205,7 +206,11 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
     else:
         op = mp = lp = out
     sptr = q if sinks is None else sinks.contiguous()  # (Hq,): a view of the model's parameter, no copy
-    extra = {} if cfg.get("num_stages") is None else {"num_stages": int(cfg["num_stages"])}
+    stages = cfg.get("num_stages")
+    skip = cfg["SKIP"] and has_mask  # positions without a mask: nothing to skip, the loads can pipeline
+    if stages is None and not skip:
+        stages = default_stages(cfg["BLOCK_N"], cfg["BLOCK_D"], cfg["BLOCK_DV"], q.element_size())
+    extra = {} if stages is None else {"num_stages": int(stages)}
     _split_kernel[(tiles, ns)](
         q, k, v, mptr, sptr, pptr, out, op, mp, lp, q if counter is None else counter,
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
@@ -215,7 +220,7 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
         BLOCK_DV=cfg["BLOCK_DV"], HAS_MASK=has_mask, MASK_BOOL=mbool, MASK_ROW=mrow_only, WRITE_PARTIAL=ns > 1,
         IEEE=q.dtype == torch.float32, UPCAST_DOT=interp and q.dtype == torch.bfloat16, MANUAL_BF16=interp,
         HAS_SINKS=sinks is not None and (ns == 1 or counter is not None), HAS_POS=positions is not None,
-        HAS_WINDOW=positions is not None and window > 0, SKIP=cfg["SKIP"], INLINE_COMBINE=counter is not None,
+        HAS_WINDOW=positions is not None and window > 0, SKIP=skip, INLINE_COMBINE=counter is not None,
         num_warps=cfg["num_warps"], **extra,
     )
     if ns > 1 and counter is None:

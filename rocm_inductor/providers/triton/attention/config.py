@@ -170,6 +170,20 @@ def launch_config(b: int, hkv: int, lq: int, lkv: int, g: int, d: int, dv: int, 
                 num_warps=warps)
 
 
+#: Shared-memory budget of the software pipeline of K/V loads in the unskipped forms (positions, ``skip: False``):
+#: bytes of all stages (CUDA: under the H200's 227 KiB per block with room for a second program; ROCm: gfx942's
+#: 64 KiB LDS). Not timed on a GPU: a store entry's ``num_stages`` wins.
+STAGE_BYTES = {"cuda": 160 << 10, "rocm": 64 << 10}
+
+
+def default_stages(block_n: int, block_d: int, block_dv: int, elt: int, rocm: bool | None = None) -> int:
+    """Pipeline stages for the unskipped forms: as many ``BLOCK_N x (BLOCK_D + BLOCK_DV)`` K/V tiles of ``elt``
+    bytes as :data:`STAGE_BYTES` holds, 1 to 3 (the skip form's loads sit under a branch: not pipelined)."""
+    rocm = _on_rocm() if rocm is None else rocm
+    per = block_n * (block_d + block_dv) * elt
+    return max(1, min(3, STAGE_BYTES["rocm" if rocm else "cuda"] // per))
+
+
 def combine_warps(block_s: int, block_dv: int) -> int:
     """Warps of the combine kernel: 8 when its (splits, Dv) float32 tile is >= 8192 elements (64 x 256 took
     180 registers at 4 warps, 96 at 8, sm_90 AOT 2026-12-01), else 4."""
