@@ -82,8 +82,13 @@ def _gate_entries(source: str) -> list[Decision]:
     return out
 
 
-#: The attention sweep run the shipped ``decode_attention`` configs come from.
+#: The attention sweep run the shipped ``decode_attention`` configs come from, and its line of ``about``.
 ATTN_RUN = "2026-12-01-0826-attention-layer"
+ATTN_ABOUT = ("Decode attention configs (op decode_attention): per (model shape, batch, cache length) the fastest "
+              "num_splits x BLOCK_N of benchmarks/ops/bench_attention.py --sweep, 2026-12-01, NVIDIA H200, torch "
+              "2.11.0+cu130, triton 3.6.0, 513 of the slots kept by an HF (B, 1, 1, L) bool mask, CUDA-graph replay "
+              "of 20 calls on the same K/V (benchmarks/results/runs/attention_sweep.csv, run "
+              "2026-12-01-0826-attention-layer); two launches.")
 
 
 def attention_entries(source: str) -> list[Decision]:
@@ -122,7 +127,7 @@ def convert(gemm: dict[str, Any], norm: dict[str, Any], name: str, arch: str) ->
         if (d.op, d.signature) in seen:
             raise ValueError(f"two rows for {d.op} {d.signature}")
         seen.add((d.op, d.signature))
-    about = [t for t in (gemm.get("source"), norm.get("about")) if t]
+    about = [t for t in (gemm.get("source"), norm.get("about")) if t] + [ATTN_ABOUT]
     return {"format": FORMAT, "device": {"name": name, "arch": arch}, "about": about,
             "entries": [d.to_json() for d in entries]}
 

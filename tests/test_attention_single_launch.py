@@ -180,6 +180,37 @@ def test_aot_cases_cover_one_launch_and_positions():
     assert not names["decode_attention_llama_b1"]["constexprs"]["INLINE_COMBINE"]
 
 
+def _hf_like(q, k, v, cache_position, attention_mask, window: int = 0):
+    """transformers 5's decode mask over a static cache (``sdpa_mask``: a causal term from ``iota +
+    cache_position`` and the padding term from ``attention_mask``, and-ed), then SDPA over repeated K/V."""
+    lkv = k.shape[2]
+    kv = torch.arange(lkv)[None, None, None, :]
+    qpos = (torch.arange(q.shape[2]) + cache_position[0])[None, None, :, None]
+    causal = kv <= qpos
+    if window:
+        causal = causal & (kv > qpos - window)
+    mask = torch.full((), True) & causal & attention_mask[:, None, None, :].bool()
+    g = q.shape[1] // k.shape[1]
+    kk, vv = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+    return torch.nn.functional.scaled_dot_product_attention(q, kk, vv, attn_mask=mask)
+
+
+def test_pass_turns_the_causal_mask_into_positions():
+    """The attention pass hands the op the query positions for the causal / sliding term (checked at compile
+    time on random positions) and keeps the padding term as the mask; the result is eager's."""
+    from graph_utils import compile_run
+
+    q, k, v = make(2, 4, 2, 1, 32, 16, dtype=torch.float32, device="cpu")
+    pos = torch.tensor([20])
+    pad = torch.ones(2, 32, dtype=torch.long)
+    pad[1, :3] = 0  # left padding of the second sequence
+    for window in (0, 8):
+        out, seen = compile_run(_hf_like, q, k, v, pos, pad, window)
+        torch.testing.assert_close(out, _hf_like(q, k, v, pos, pad, window), atol=1e-5, rtol=1e-5)
+        (m,) = [m for c in seen for m in c.report.matches if m.op == "decode_attention"]
+        assert "positions from" in m.note and (f"window {window}" in m.note) == (window > 0), m.note
+
+
 # ------------------------------------------------------------------------------------------------------ GPU
 
 def _replay(fn, times: int = 3):
