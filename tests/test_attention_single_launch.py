@@ -195,6 +195,20 @@ def _hf_like(q, k, v, cache_position, attention_mask, window: int = 0):
     return torch.nn.functional.scaled_dot_product_attention(q, kk, vv, attn_mask=mask)
 
 
+def test_positions_switch_is_in_the_cache_key(monkeypatch):
+    """``ROCM_FUSED_ATTN_POSITIONS=0`` keeps masks as they are, and a compile under it has another cache key."""
+    from rocm_inductor.options import parse_options
+    from rocm_inductor.passes.attention import positions
+    from rocm_inductor.passes.attention.masks import MaskSource
+    from rocm_inductor.passes.manager import PassManager
+
+    monkeypatch.delenv(positions.ENV, raising=False)
+    on = PassManager(parse_options(None)).uuid()
+    monkeypatch.setenv(positions.ENV, "0")
+    assert PassManager(parse_options(None)).uuid() != on
+    assert positions.causal_positions(MaskSource(None, "bool"), 1, 16) is None
+
+
 @pytest.mark.slow
 def test_pass_turns_the_causal_mask_into_positions():
     """The attention pass hands the op the query positions for the causal and sliding terms (checked at compile

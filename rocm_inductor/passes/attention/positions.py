@@ -12,12 +12,14 @@ then loops only over the slots the positions allow and splits them evenly (``pro
 Leaves alone (the mask stays as it is, the attention is rewritten anyway): a term reading another tensor (a
 parameter or buffer such as gpt-fast's ``causal_mask[None, None, input_pos]``: its values are not known at
 compile time), per-batch positions, an ``&`` of more than two terms, an inverted or additive mask, and any term
-that does not evaluate to the causal / sliding form.
+that does not evaluate to the causal / sliding form; everything with ``ROCM_FUSED_ATTN_POSITIONS=0`` (an A/B
+switch, part of the FX graph cache key: ``options.COMPILE_ENV``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 import torch
@@ -30,6 +32,8 @@ from .masks import MaskSource, strip_expand
 aten = torch.ops.aten
 
 _ANDS = (aten.bitwise_and.Tensor, aten.logical_and.default)
+#: The A/B switch (``options.COMPILE_ENV``): ``0`` leaves every mask as it is.
+ENV = "ROCM_FUSED_ATTN_POSITIONS"
 #: Random position draws the causal check evaluates (besides the first and last slot).
 DRAWS = 4
 
@@ -150,7 +154,7 @@ def causal_positions(ms: MaskSource, lq: Any, lkv: Any) -> Positions | None:
     Args:
         ms: the attention's mask source; lq, lkv: the query and KV lengths (static ints, else None is returned).
     """
-    if ms.node is None or ms.kind != "bool" or ms.invert or ms.fill is not None:
+    if os.environ.get(ENV) == "0" or ms.node is None or ms.kind != "bool" or ms.invert or ms.fill is not None:
         return None
     if not isinstance(lq, int) or not isinstance(lkv, int):
         return None
