@@ -221,6 +221,7 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
         IEEE=q.dtype == torch.float32, UPCAST_DOT=interp and q.dtype == torch.bfloat16, MANUAL_BF16=interp,
         HAS_SINKS=sinks is not None and (ns == 1 or counter is not None), HAS_POS=positions is not None,
         HAS_WINDOW=positions is not None and window > 0, SKIP=skip, INLINE_COMBINE=counter is not None,
+        BLOCK_S=triton_next_pow2(ns) if counter is not None else 1,
         num_warps=cfg["num_warps"], **extra,
     )
     if ns > 1 and counter is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import triton
+
 from .config import MAX_SPLITS, combine_warps, launch_config
 from .kernels import _combine_kernel, _split_kernel
 
@@ -50,7 +52,8 @@ def aot_cases() -> list[dict]:
                       BLOCK_D=cfg["BLOCK_D"], BLOCK_DV=cfg["BLOCK_DV"], HAS_MASK=not pos, MASK_BOOL=mdt == "*u8",
                       MASK_ROW=mrow, WRITE_PARTIAL=cfg["NSPLIT"] > 1, IEEE=False, UPCAST_DOT=False,
                       MANUAL_BF16=False, HAS_SINKS=sinks and (cfg["NSPLIT"] == 1 or one), HAS_POS=pos,
-                      HAS_WINDOW=pos, SKIP=not pos, INLINE_COMBINE=one)
+                      HAS_WINDOW=pos, SKIP=not pos, INLINE_COMBINE=one,
+                      BLOCK_S=triton.next_power_of_2(cfg["NSPLIT"]) if one else 1)
         sig.update({c: "constexpr" for c in consts})
         # The integer arguments at this size, for the divisibility hints the JIT adds at run time (a value
         # that is a multiple of 16 is specialised so; contiguous q/k/v and a (B, 1, Lq|1, L) mask).

@@ -1,8 +1,8 @@
 """The Triton kernels of the decode attention (the algorithm is described in this package's ``__init__``).
 
 ``_split_kernel``: one (batch, kv head, M tile, KV split) program; ``_combine_kernel``: the second launch of the
-two-launch form, one output row per program. ``_merge_rows`` is the combine both forms share (the one-launch
-form runs it in the last split program of a tile).
+two-launch form, one output row per program. ``_merge_rows``: the same merge, row after row, in the last split
+program of a tile (the one-launch form).
 """
 
 from __future__ import annotations
@@ -16,33 +16,35 @@ _LOG2E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit
-def _merge_rows(Out, OP, MP, LP, Sinks, orow, h, row_ok, dvv, NSPLIT, DV: tl.constexpr, BLOCK_M: tl.constexpr,
-                BLOCK_DV: tl.constexpr, MANUAL_BF16: tl.constexpr, HAS_SINKS: tl.constexpr):
-    """Merge the NSPLIT partials ``(acc_s, m_s, l_s)`` of the rows ``orow`` (query heads ``h``) in split order
-    (deterministic: the same sums whichever program runs it), the sink in the max and the denominator. Loads
-    bypass L1 (``.cg``): the partials were written by other programs, on other SMs."""
-    mx = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    for s in range(0, NSPLIT):
-        mx = tl.maximum(mx, tl.load(MP + orow * NSPLIT + s, mask=row_ok, other=float("-inf"),
-                                    cache_modifier=".cg"))
-    if HAS_SINKS:
-        sk = tl.load(Sinks + h, mask=row_ok, other=0.0).to(tl.float32)
-        mx = tl.maximum(mx, sk)
-    mx = tl.where(mx == float("-inf"), 0.0, mx)
-    den = tl.zeros([BLOCK_M], tl.float32)
-    num = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
-    for s in range(0, NSPLIT):
-        prow = orow * NSPLIT + s
-        w = tl.math.exp2((tl.load(MP + prow, mask=row_ok, other=float("-inf"), cache_modifier=".cg") - mx) * _LOG2E)
-        den += w * tl.load(LP + prow, mask=row_ok, other=0.0, cache_modifier=".cg")
-        o = tl.load(OP + prow[:, None] * DV + dvv[None, :], mask=row_ok[:, None] & (dvv[None, :] < DV), other=0.0,
-                    cache_modifier=".cg")
-        num += w[:, None] * o
-    if HAS_SINKS:
-        den += tl.math.exp2((sk - mx) * _LOG2E)
-    out = num / tl.where(den > 0, den, 1.0)[:, None]
-    tl.store(Out + orow[:, None] * DV + dvv[None, :], _round_to(out, Out.dtype.element_ty, MANUAL_BF16),
-             mask=row_ok[:, None] & (dvv[None, :] < DV))
+def _merge_rows(Out, OP, MP, LP, Sinks, b, hk, r0, nrows, Hq, LQ, NSPLIT, G: tl.constexpr, DV: tl.constexpr,
+                BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr, MANUAL_BF16: tl.constexpr, HAS_SINKS: tl.constexpr):
+    """Merge the NSPLIT partials ``(acc_s, m_s, l_s)`` of the tile's rows ``r0 .. r0 + nrows - 1`` (query head
+    ``hk * G + r // LQ``, position ``r % LQ``), one row at a time with all its splits in one ``(BLOCK_S,
+    BLOCK_DV)`` tile (one round trip per row, as ``_combine_kernel``; the same fixed-order sums, so the same
+    bits), the sink in the max and the denominator. Loads bypass L1 (``.cg``): other SMs wrote the partials."""
+    s = tl.arange(0, BLOCK_S)
+    dv = tl.arange(0, BLOCK_DV)
+    s_ok = s < NSPLIT
+    for rr in range(0, nrows):
+        r = r0 + rr
+        h = hk * G + r // LQ
+        row = (b * Hq + h) * LQ + r % LQ
+        m = tl.load(MP + row * NSPLIT + s, mask=s_ok, other=float("-inf"), cache_modifier=".cg")
+        lsum = tl.load(LP + row * NSPLIT + s, mask=s_ok, other=0.0, cache_modifier=".cg")
+        o = tl.load(OP + (row * NSPLIT + s)[:, None] * DV + dv[None, :], mask=s_ok[:, None] & (dv[None, :] < DV),
+                    other=0.0, cache_modifier=".cg")
+        mx = tl.max(m, axis=0)
+        if HAS_SINKS:
+            sk = tl.load(Sinks + h).to(tl.float32)
+            mx = tl.maximum(mx, sk)
+        mx = tl.where(mx == float("-inf"), 0.0, mx)
+        w = tl.math.exp2((m - mx) * _LOG2E)
+        den = tl.sum(w * lsum, axis=0)
+        if HAS_SINKS:
+            den += tl.math.exp2((sk - mx) * _LOG2E)
+        num = tl.sum(w[:, None] * o, axis=0)
+        out = num / tl.where(den > 0, den, 1.0)
+        tl.store(Out + row * DV + dv, _round_to(out, Out.dtype.element_ty, MANUAL_BF16), mask=dv < DV)
 
 
 @triton.jit
@@ -85,6 +87,7 @@ def _split_kernel(
     HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr, MASK_ROW: tl.constexpr, WRITE_PARTIAL: tl.constexpr,
     IEEE: tl.constexpr, UPCAST_DOT: tl.constexpr, MANUAL_BF16: tl.constexpr, HAS_SINKS: tl.constexpr,
     HAS_POS: tl.constexpr, HAS_WINDOW: tl.constexpr, SKIP: tl.constexpr, INLINE_COMBINE: tl.constexpr,
+    BLOCK_S: tl.constexpr,
 ):
     """One (batch, kv head, M tile, KV split): online softmax over the split's kept blocks (package doc)."""
     pid = tl.program_id(0)
@@ -170,8 +173,9 @@ def _split_kernel(
             arrived = tl.atomic_add(Counter + pid, 1, sem="acq_rel", scope="gpu")
             if arrived == NSPLIT - 1:
                 tl.debug_barrier()
-                _merge_rows(Out, OP, MP, LP, Sinks, orow, h, row_ok, dvv, NSPLIT, DV, BLOCK_M, BLOCK_DV,
-                            MANUAL_BF16, HAS_SINKS)
+                r0 = mb * BLOCK_M
+                _merge_rows(Out, OP, MP, LP, Sinks, b, hk, r0, tl.minimum(BLOCK_M, G * LQ - r0), Hq, LQ, NSPLIT,
+                            G, DV, BLOCK_S, BLOCK_DV, MANUAL_BF16, HAS_SINKS)
                 tl.atomic_xchg(Counter + pid, 0, sem="relaxed", scope="gpu")
     else:
         if HAS_SINKS:  # step 4 of the package doc: the sink joins the max and the denominator
