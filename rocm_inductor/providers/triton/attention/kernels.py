@@ -20,8 +20,8 @@ def _merge_rows(Out, OP, MP, LP, Sinks, b, hk, r0, nrows, Hq, LQ, NSPLIT, G: tl.
                 BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr, MANUAL_BF16: tl.constexpr, HAS_SINKS: tl.constexpr):
     """Merge the NSPLIT partials ``(acc_s, m_s, l_s)`` of the tile's rows ``r0 .. r0 + nrows - 1`` (query head
     ``hk * G + r // LQ``, position ``r % LQ``), one row at a time with all its splits in one ``(BLOCK_S,
-    BLOCK_DV)`` tile (one round trip per row, as ``_combine_kernel``; the same fixed-order sums, so the same
-    bits), the sink in the max and the denominator. Loads bypass L1 (``.cg``): other SMs wrote the partials."""
+    BLOCK_DV)`` tile (one round trip per row, as ``_combine_kernel``: the same fixed-order sums), the sink in
+    the max and the denominator. Loads bypass L1 (``.cg``): other SMs wrote the partials."""
     s = tl.arange(0, BLOCK_S)
     dv = tl.arange(0, BLOCK_DV)
     s_ok = s < NSPLIT
