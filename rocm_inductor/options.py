@@ -13,6 +13,11 @@ from typing import Any
 
 from .registry import PASS_NAMES, op_families
 
+#: Environment switches the passes read at compile time; their values enter the FX graph cache key
+#: (``passes/manager.py``). ``ROCM_FUSED_ATTN_POSITIONS=0``: the attention pass keeps the causal mask as a mask
+#: tensor instead of the op's ``positions=`` (``passes/attention/positions.py``; an A/B switch).
+COMPILE_ENV = ("ROCM_FUSED_ATTN_POSITIONS",)
+
 #: Provider names a user may force (see ``rocm_inductor.providers``).
 PROVIDER_NAMES = ("reference", "triton", "flashinfer", "amd_flashinfer", "aiter")
 

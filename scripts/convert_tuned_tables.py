@@ -3,7 +3,9 @@
 Inputs: the merged GEMM's table (``gemm_merge_tuned.json``, what ``benchmarks/sweeps/sweep_decode_gemm.py`` writes
 to its ``--out`` folder) and the RMSNorm prologue table (``norm_gemm_tuned.json``, from
 ``benchmarks/ops/bench_norm_gemm_pair.py --tiles``), both ``{"entries": [rows]}`` (rows: ``tuning/tables.py``),
-plus the measured on/off entries below (:data:`GATES`: the in-context losers the policy leaves to Inductor).
+plus the measured on/off entries below (:data:`GATES`: the in-context losers the policy leaves to Inductor) and
+the decode attention's fastest swept configs (``benchmarks/results/runs/attention_sweep.csv``, run
+:data:`ATTN_RUN`).
 Output: ``{"format": 1, "device": {"name", "arch"}, "about": [...], "entries": [decisions]}``.
 
 The package's own tables were converted once (2026-12-02) and removed; to redo it from them::
@@ -80,6 +82,21 @@ def _gate_entries(source: str) -> list[Decision]:
     return out
 
 
+#: The attention sweep run the shipped ``decode_attention`` configs come from, and its line of ``about``.
+ATTN_RUN = "2026-12-01-0826-attention-layer"
+ATTN_ABOUT = ("Decode attention configs (op decode_attention): per (model shape, batch, cache length) the fastest "
+              "num_splits x BLOCK_N of benchmarks/ops/bench_attention.py --sweep, 2026-12-01, NVIDIA H200, torch "
+              "2.11.0+cu130, triton 3.6.0, 513 of the slots kept by an HF (B, 1, 1, L) bool mask, CUDA-graph replay "
+              "of 20 calls on the same K/V (benchmarks/results/runs/attention_sweep.csv, run "
+              "2026-12-01-0826-attention-layer); two launches.")
+
+
+def attention_entries(source: str) -> list[Decision]:
+    """The ``decode_attention`` decisions of :data:`ATTN_RUN` (``tuning.tables.attention_decisions``)."""
+    with open(os.path.join(ROOT, tables.ATTN_EVIDENCE)) as f:
+        return tables.attention_decisions(list(csv.DictReader(f)), source, ATTN_RUN)
+
+
 def _run_ids() -> dict[tuple[str, str, int], str]:
     """(model, group, M) -> the latest run id of benchmarks/results/runs/decode_gemm_layer.csv."""
     out: dict[tuple[str, str, int], str] = {}
@@ -104,12 +121,13 @@ def convert(gemm: dict[str, Any], norm: dict[str, Any], name: str, arch: str) ->
             entries.append(tables.gemm_decision(row, source, runs.get((model, group, row["m"]), "")))
     entries += [tables.norm_decision(r, source) for r in norm.get("entries", []) if r["device"] == name]
     entries += _gate_entries(source)
+    entries += attention_entries(source)
     seen = set()
     for d in entries:
         if (d.op, d.signature) in seen:
             raise ValueError(f"two rows for {d.op} {d.signature}")
         seen.add((d.op, d.signature))
-    about = [t for t in (gemm.get("source"), norm.get("about")) if t]
+    about = [t for t in (gemm.get("source"), norm.get("about")) if t] + [ATTN_ABOUT]
     return {"format": FORMAT, "device": {"name": name, "arch": arch}, "about": about,
             "entries": [d.to_json() for d in entries]}
 

@@ -57,3 +57,12 @@ def test_decode_step_bench_cells():
     assert bench.options_of("x", {"x": {"passes": {"rope": False}}}, True) == {
         "level": 1, "cudagraphs": True, "passes": {"rope": False}}
     assert bench.options_of("inductor", {}, True) is None
+    # "env" is not an option: the config's environment (a launch-time kernel switch), set around its run
+    one = {"x": {"env": {"ROCM_FUSED_ATTN_ONE_LAUNCH": "1"}}}
+    assert bench.options_of("x", one, True) == {"level": 1, "cudagraphs": True}
+    import os
+
+    os.environ.pop("ROCM_FUSED_TEST_ENV", None)
+    with bench.env_set({"ROCM_FUSED_TEST_ENV": "1"}):
+        assert os.environ["ROCM_FUSED_TEST_ENV"] == "1"
+    assert "ROCM_FUSED_TEST_ENV" not in os.environ

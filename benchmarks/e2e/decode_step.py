@@ -6,7 +6,10 @@ random bf16 weights, SDPA, ``StaticCache``. One new token per sequence at ``--po
 B=32 at 4096 slots). Configs (``--configs``; both replay CUDA graphs):
   inductor    ``torch.compile(step, mode="reduce-overhead")``
   rocm_fused  ``backend="rocm_fused", options={"level": 1, "cudagraphs": True}`` (shipped defaults)
-  NAME        from ``--extra NAME=JSON``: rocm_fused with these options merged in (A/B of a pass or knob)
+  NAME        from ``--extra NAME=JSON``: rocm_fused with these options merged in (A/B of a pass or knob); the
+              JSON's ``"env"`` dict is not an option: environment variables set while that config compiles, warms
+              up and records its graphs (a launch-time kernel switch, e.g. ``{"env":
+              {"ROCM_FUSED_ATTN_ONE_LAUNCH": "1"}}``)
 Per cell the step is compiled once; ``sampler=hf`` then compiles HF generate's sampler (T=0.7, top-k 50,
 top-p 0.9, ``tests/sampling_spellings.py``'s ``hf_sampler``) with the same backend and times step + sampler.
 ``kernels``: GPU kernels per step seen by ``torch.profiler`` (CUPTI records the kernels of a CUDA-graph replay;
@@ -28,6 +31,7 @@ listed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib.util
 import json
@@ -92,6 +96,8 @@ def options_of(config: str, extra: dict[str, dict], cuda: bool) -> dict | None:
         return None
     opts = {"level": 1, "cudagraphs": cuda}
     for k, v in extra.get(config, {}).items():
+        if k == "env":  # not an option: run_cell sets these around the config's run
+            continue
         opts[k] = {**opts.get(k, {}), **v} if isinstance(v, dict) and isinstance(opts.get(k), dict) else v
     return opts
 
@@ -146,8 +152,29 @@ def rewrites() -> str:
     return " ".join(f"{k} x{n}" for k, n in sorted(counts.items())) or "none"
 
 
+@contextlib.contextmanager
+def env_set(env: dict[str, str]):
+    """``os.environ`` updated with ``env`` inside the block, restored after."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update({k: str(v) for k, v in env.items()})
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def run_cell(config: str, step, inputs, ref, sampler, args, extra, cuda: bool) -> list[dict]:
-    """Compile ``step`` as ``config``, time it alone and (unless ``--no-sampler``) with the sampler."""
+    """Compile ``step`` as ``config``, time it alone and (unless ``--no-sampler``) with the sampler, with the
+    config's ``"env"`` (``--extra``) set throughout."""
+    with env_set(extra.get(config, {}).get("env", {})):
+        return _run_cell(config, step, inputs, ref, sampler, args, extra, cuda)
+
+
+def _run_cell(config: str, step, inputs, ref, sampler, args, extra, cuda: bool) -> list[dict]:
     torch._dynamo.reset()
     rocm_inductor.clear_reports()
     opts = options_of(config, extra, cuda)

@@ -11,17 +11,28 @@ call), all in one process:
 - ``sdpa_packed``: SDPA with GQA packed into the query dim (q viewed as (B, Hkv, g, D)), exact, eager;
 - ``flex``: compiled ``flex_attention`` with a block mask of the same positions and ``enable_gqa`` (its
   compiles are time-boxed by ``--flex-budget-s``; later shapes get no flex column);
-- ``ours``: ``rocm_fused::decode_attention(..., "triton")`` (split-KV flash-decoding, mask-skip);
+- ``ours``: ``rocm_fused::decode_attention(..., "triton")`` (split-KV flash-decoding, mask-skip; the tuning
+  store's config and its one-launch default);
+- ``ours_two`` / ``ours_one``: our kernel with the same config forced to two launches (split + combine) / one
+  launch (the last split program merges);
+- ``ours_pos``: the positions form (the causal mask computed from the query position in the kernel, no mask
+  tensor, no block skip), one launch;
 - ``floor``: the HBM time of the valid K/V bytes (B x Hkv x 513 x (D + Dv) x 2 bytes) at the device-to-device
   copy bandwidth measured here (read + write counted, benchmarks/timing.py).
 
-``--sweep`` also times ours over ``num_splits`` x ``BLOCK_N`` (written to ``attention_sweep.csv``) to tune
-:func:`rocm_inductor.providers.triton.attention.launch_config`; ``--from-sweep DIR`` (no GPU) re-reads such a
-run for the current heuristic (:func:`rebase`: its pick's time from the sweep).
+``--cold`` replays over enough copies of K/V (same values) that every call reads them from HBM (the H200's
+50 MB L2 otherwise holds a B = 1 cache across the graph's calls; in a decode step the other layers' weights have
+evicted it). ``--sweep`` also times ours over ``num_splits`` x ``BLOCK_N`` (written to ``attention_sweep.csv``),
+two launches (with ``--sweep-one-launch`` one launch too), then at the fastest point one launch and the mask
+without its block skip at 2 / 3 / the default pipeline stages (columns ``one_launch``, ``skip``,
+``num_stages``), to tune the store's ``decode_attention`` entries (``scripts/convert_tuned_tables.py``);
+``--from-sweep DIR`` (no GPU) re-reads such a run for the current heuristic (:func:`rebase`: its pick's time from
+the sweep).
 
 Writes ``attention_layer.csv`` / ``.md`` to ``--out`` (default benchmarks/results). About 2-3 minutes on an H200.
 
-Usage: ``python benchmarks/ops/bench_attention.py [--out DIR] [--reps 10] [--inner 20] [--sweep]``
+Usage: ``python benchmarks/ops/bench_attention.py [--out DIR] [--reps 10] [--inner 20] [--cold] [--sweep]
+[--sweep-one-launch] [--no-flex] [--models llama-3.2-1b qwen3-0.6b]``
 """
 
 from __future__ import annotations
@@ -68,9 +79,34 @@ def sdpa_packed(q, k, v, mask, scale: float):
     return out.view(b, hq, 1, v.shape[-1])
 
 
-def _time(fn, args) -> float:
+def _time(fn, args, calls: int = 1) -> float:
+    """Median us per call, ``max(--inner, calls)`` calls per graph (``calls``: the K/V copies rotated)."""
     with torch.no_grad():
-        return graph_time_us(fn, args.inner, args.reps)
+        return graph_time_us(fn, max(args.inner, calls), args.reps)
+
+
+#: L2 bytes ``--cold`` rotates past (twice the H200's 50 MB L2).
+COLD_BYTES = 100 << 20
+
+
+def kv_sets(k, v, cold: bool) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``[(k, v)]``, or with ``cold`` enough clones that their bytes pass :data:`COLD_BYTES` (at most 64)."""
+    if not cold:
+        return [(k, v)]
+    n = min(64, -(-COLD_BYTES // (k.numel() * k.element_size() + v.numel() * v.element_size())))
+    return [(k, v)] + [(k.clone(), v.clone()) for _ in range(n - 1)]
+
+
+def rotating(fn, sets):
+    """A call of ``fn(k, v)`` over the next of ``sets`` at each call (a captured graph holds one per call)."""
+    state = {"i": 0}
+
+    def call():
+        kk, vv = sets[state["i"] % len(sets)]
+        state["i"] += 1
+        return fn(kk, vv)
+
+    return call
 
 
 def case(model, hq, hkv, d, b, lkv, copy_bw, args, state) -> tuple[dict, list[dict]]:
@@ -88,25 +124,28 @@ def case(model, hq, hkv, d, b, lkv, copy_bw, args, state) -> tuple[dict, list[di
     valid = POSITION + 1
     floor_us = b * hkv * valid * 2 * d * 2 / (copy_bw * 1e9) * 1e6
     row = {"model": model, "max_cache_len": lkv, "batch": b, "inductor_us": "", "sdpa_packed_us": "",
-           "flex_us": "", "ours_us": "", "ours_splits": "", "floor_us": round(floor_us, 2), "ours_x_floor": "",
+           "flex_us": "", "ours_us": "", "ours_two_us": "", "ours_one_us": "", "ours_pos_us": "",
+           "ours_splits": "", "floor_us": round(floor_us, 2), "ours_x_floor": "",
            "inductor_x_ours": "", "packed_x_ours": "", "ours_max_err": "", "best_sweep_us": "", "best_sweep_cfg": "",
            "note": ""}
     want = sdpa_packed(q, k, v, mask, scale)
     notes = []
+    sets = kv_sets(k, v, args.cold)
 
-    def record(key, fn):
+    def record(key, fn_kv):
+        fn = rotating(fn_kv, sets)
         try:
-            out = fn()
+            out = fn_kv(k, v)
             torch.testing.assert_close(out.float(), want.float(), atol=2e-2, rtol=2e-2)
-            row[key] = round(_time(fn, args), 2)
+            row[key] = round(_time(fn, args, len(sets)), 2)
             return out
         except Exception as e:  # one failing implementation must not lose the table
             notes.append(f"{key}: {type(e).__name__}: {str(e)[:80]}".replace("\n", " "))
             return None
 
     ind = torch.compile(hf_attention, backend="inductor", dynamic=False, fullgraph=True)
-    record("inductor_us", lambda: ind(q, k, v, mask, scale, g))
-    record("sdpa_packed_us", lambda: sdpa_packed(q, k, v, mask, scale))
+    record("inductor_us", lambda kk, vv: ind(q, kk, vv, mask, scale, g))
+    record("sdpa_packed_us", lambda kk, vv: sdpa_packed(q, kk, vv, mask, scale))
     if args.flex and time.perf_counter() - state["t0"] < args.flex_budget_s:
         try:
             from torch.nn.attention.flex_attention import create_block_mask, flex_attention
@@ -116,14 +155,19 @@ def case(model, hq, hkv, d, b, lkv, copy_bw, args, state) -> tuple[dict, list[di
 
             bm = create_block_mask(mask_mod, b, None, 1, lkv, device="cuda")
             flex = torch.compile(flex_attention, dynamic=False)
-            record("flex_us", lambda: flex(q, k, v, block_mask=bm, scale=scale, enable_gqa=True))
+            record("flex_us", lambda kk, vv: flex(q, kk, vv, block_mask=bm, scale=scale, enable_gqa=True))
         except Exception as e:
             notes.append(f"flex: {type(e).__name__}: {str(e)[:80]}".replace("\n", " "))
     else:
         notes.append("flex skipped (time budget)")
-    out = record("ours_us", lambda: torch.ops.rocm_fused.decode_attention(q, k, v, mask, scale, "triton"))
-    cfg = tri.launch_config(b, hkv, 1, lkv, g, d, d, tri._sm_count(torch.cuda.current_device()))
-    row["ours_splits"] = f"{cfg['NSPLIT']}x{cfg['SPLIT_LEN']} bn{cfg['BLOCK_N']}"
+    out = record("ours_us", lambda kk, vv: torch.ops.rocm_fused.decode_attention(q, kk, vv, mask, scale, "triton"))
+    record("ours_two_us", lambda kk, vv: tri.decode_attention(q, kk, vv, mask, scale, inline_combine=False))
+    record("ours_one_us", lambda kk, vv: tri.decode_attention(q, kk, vv, mask, scale, inline_combine=True))
+    pos2 = pos[:, None]
+    record("ours_pos_us", lambda kk, vv: tri.decode_attention(q, kk, vv, None, scale, positions=pos2,
+                                                              inline_combine=True))
+    cfg = tri.pick(b, hq, hkv, 1, lkv, d, d, DTYPE, tri.config.sm_count(torch.cuda.current_device()))
+    row["ours_splits"] = f"{cfg['NSPLIT']}x{cfg['SPLIT_LEN']} bn{cfg['BLOCK_N']} ({cfg['source'].split(':')[0]})"
     if out is not None:
         row["ours_max_err"] = f"{(out.float() - want.float()).abs().max().item():.2e}"
         row["ours_x_floor"] = round(row["ours_us"] / floor_us, 2)
@@ -133,25 +177,42 @@ def case(model, hq, hkv, d, b, lkv, copy_bw, args, state) -> tuple[dict, list[di
     row["note"] = "; ".join(notes)
     sweep = []
     if args.sweep:
+        def point(bn, ns, one=False, skip=True, stages=None):
+            srow = {"model": model, "max_cache_len": lkv, "batch": b, "block_n": bn, "num_splits": ns,
+                    "one_launch": int(one), "skip": int(skip), "num_stages": stages or "", "us": "", "note": ""}
+            cfg = {"num_splits": ns, "block_n": bn, "skip": skip, "one_launch": one, "num_stages": stages}
+            try:
+                def fn(kk, vv):
+                    return tri.decode_attention(q, kk, vv, mask, scale, inline_combine=one, config=cfg)
+                torch.testing.assert_close(fn(k, v).float(), want.float(), atol=2e-2, rtol=2e-2)
+                srow["us"] = round(_time(rotating(fn, sets), args, len(sets)), 2)
+            except Exception as e:
+                srow["note"] = f"{type(e).__name__}: {str(e)[:80]}".replace("\n", " ")
+            sweep.append(srow)
+
         for bn in (32, 64, 128):
             for ns in (1, 2, 4, 8, 16, 32):
                 if ns > 1 and (lkv // bn) < ns:
                     continue
-                srow = {"model": model, "max_cache_len": lkv, "batch": b, "block_n": bn, "num_splits": ns,
-                        "us": "", "note": ""}
-                try:
-                    def fn(bn=bn, ns=ns):
-                        return tri.decode_attention(q, k, v, mask, scale, num_splits=ns, block_n=bn)
-                    torch.testing.assert_close(fn().float(), want.float(), atol=2e-2, rtol=2e-2)
-                    srow["us"] = round(_time(fn, args), 2)
-                except Exception as e:
-                    srow["note"] = f"{type(e).__name__}: {str(e)[:80]}".replace("\n", " ")
-                sweep.append(srow)
+                for one in (False, True) if args.sweep_one_launch and ns > 1 else (False,):
+                    point(bn, ns, one)
+        grid = [r for r in sweep if r["us"] != ""]
+        if grid:  # at the fastest two-launch point: one launch, and the mask without the block skip (pipelined)
+            top = min(grid, key=lambda r: r["us"])
+            bn, ns = top["block_n"], top["num_splits"]
+            for one, skip, stages in ((True, True, None), (False, False, None), (False, False, 2),
+                                      (False, False, 3), (True, False, 2)):
+                if one and ns == 1:
+                    continue
+                point(bn, ns, one, skip, stages)
         timed = [r for r in sweep if r["us"] != ""]
         if timed:
             best = min(timed, key=lambda r: r["us"])
             row["best_sweep_us"] = best["us"]
-            row["best_sweep_cfg"] = f"{best['num_splits']} splits bn{best['block_n']}"
+            stages = best["num_stages"] or "auto"
+            row["best_sweep_cfg"] = (f"{best['num_splits']} splits bn{best['block_n']}"
+                                     + (" one launch" if best.get("one_launch") else "")
+                                     + ("" if best.get("skip", 1) else f" no skip stages {stages}"))
     return row, sweep
 
 
@@ -167,7 +228,8 @@ def bench(args: argparse.Namespace) -> tuple[list[dict], list[dict], list[str]]:
             f"{torch.cuda.get_device_name()} ({torch.cuda.get_device_properties(0).multi_processor_count} SMs), "
             f"torch {torch.__version__}, triton {triton.__version__}; D2D copy {copy_bw:.0f} GB/s; bf16, one "
             f"query token, {POSITION + 1} valid slots (HF bool mask (B, 1, 1, L)); CUDA-graph replay, median of "
-            f"{args.reps} replays of {args.inner} calls; us per call (per layer)."]
+            f"{args.reps} replays of {args.inner} calls; us per call (per layer)"
+            + ("; --cold: K/V copies rotated past the L2 (each call reads HBM)." if args.cold else ".")]
     print(head[0], flush=True)
     rows, sweep = [], []
     models = [m for m in MODELS if not args.models or m[0] in args.models]
@@ -205,7 +267,8 @@ def rebase(rows: list[dict], sweep: list[dict], sms: int) -> list[dict]:
 
     heads = {m: (hq, hkv, d) for m, hq, hkv, d in MODELS}
     times = {(r["model"], int(r["max_cache_len"]), int(r["batch"]), int(r["block_n"]), int(r["num_splits"])):
-             float(r["us"]) for r in sweep if r["us"] != ""}
+             float(r["us"]) for r in sweep
+             if r["us"] != "" and r.get("one_launch", "0") in ("", "0") and r.get("skip", "1") in ("", "1")}
     out = []
     for r in rows:
         hq, hkv, d = heads[r["model"]]
@@ -232,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=10, help="graph replays timed (median)")
     p.add_argument("--inner", type=int, default=20, help="calls captured per graph")
     p.add_argument("--sweep", action="store_true", help="also time ours over num_splits x BLOCK_N")
+    p.add_argument("--sweep-one-launch", action="store_true", help="the sweep times one launch too")
+    p.add_argument("--cold", action="store_true", help="rotate K/V copies past the L2 (HBM-cold calls)")
     p.add_argument("--no-flex", dest="flex", action="store_false", help="skip flex_attention")
     p.add_argument("--flex-budget-s", type=float, default=150.0,
                    help="no new flex_attention compiles after this many seconds")

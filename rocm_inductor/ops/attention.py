@@ -16,6 +16,11 @@ sink joins the softmax's max and denominator and contributes no value:
     m = max(max_j s_j, sinks[h]);   out[b, h, i] = sum_j exp(s_j - m) v[b, h // g, j] / (sum_j exp(s_j - m)
                                                                                         + exp(sinks[h] - m))
 
+With ``positions`` (B|1, Lq|1) int32/int64, the absolute position ``p`` of each query row, and ``window``
+(0: none), the causal / sliding-window mask of a static cache is part of the op: slot ``j`` is kept iff
+``j <= p`` and (``window > 0``) ``j > p - window`` (HF's ``causal_mask`` / ``sliding_window_overlay``); a
+``mask`` given too removes more. Providers compute it from the positions instead of reading a mask tensor.
+
 A row whose every score is ``-inf`` (the mask removes every key) returns zeros: without sinks as SDPA does on
 torch >= 2.5 (``_safe_softmax``; seen on torch 2.13 CPU for boolean and additive masks), with sinks because the
 denominator is the sink's alone (what GPT-OSS's eager code gives for such a row, ``finfo.min`` or ``-inf``
@@ -34,7 +39,8 @@ Compile-time spec keys read by providers' ``check`` (built by :func:`attention_s
     dtype, head_dim, v_head_dim, q_len, kv_len (int or None when symbolic), num_q_heads, num_kv_heads,
     mask_kind ("none" | "bool" | "additive"), mask_dtype (None without a mask), mask_shape (tuple of int or
     None per dim), last_dim_contiguous (bool: q, k, v and mask all have unit stride in their last dim, or the
-    dim has size 1), cudagraphs (bool: Inductor will capture the graph), sinks_dtype (None without sinks).
+    dim has size 1), cudagraphs (bool: Inductor will capture the graph), sinks_dtype (None without sinks),
+    positions_dtype (None without positions), window (int).
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 def _validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-              sinks: torch.Tensor | None = None) -> None:
+              sinks: torch.Tensor | None = None, positions: torch.Tensor | None = None, window: int = 0) -> None:
     if q.dtype not in DTYPES:
         raise ValueError(f"decode_attention takes float16/bfloat16/float32, q is {q.dtype}")
     if k.dtype != q.dtype or v.dtype != q.dtype:
@@ -83,14 +89,24 @@ def _validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
                              f"{tuple(sinks.shape)}")
         if sinks.dtype not in (torch.float32, q.dtype):
             raise ValueError(f"decode_attention: sinks must be float32 or q's dtype {q.dtype}, got {sinks.dtype}")
-    for t in (k, v) + (() if mask is None else (mask,)) + (() if sinks is None else (sinks,)):
+    if positions is not None:
+        if positions.ndim != 2 or positions.shape[0] not in (1, b) or positions.shape[1] not in (1, q.shape[2]):
+            raise ValueError(f"decode_attention: positions must be (B|1, Lq|1) = ({b}|1, {q.shape[2]}|1), got "
+                             f"{tuple(positions.shape)}")
+        if positions.dtype not in (torch.int32, torch.int64):
+            raise ValueError(f"decode_attention: positions must be int32/int64, got {positions.dtype}")
+    if window < 0 or (window and positions is None):
+        raise ValueError(f"decode_attention: window={window} needs positions and must be >= 0")
+    extra = tuple(t for t in (mask, sinks, positions) if t is not None)
+    for t in (k, v) + extra:
         if t.device != q.device:
             raise ValueError(f"decode_attention: tensors on {q.device} and {t.device}")
 
 
 @torch.library.custom_op("rocm_fused::decode_attention", mutates_args=())
 def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-                     scale: float, provider: str, sinks: torch.Tensor | None = None) -> torch.Tensor:
+                     scale: float, provider: str, sinks: torch.Tensor | None = None,
+                     positions: torch.Tensor | None = None, window: int = 0) -> torch.Tensor:
     """Attention of q over an un-repeated (GQA) KV cache (see module docstring for the exact meaning).
 
     Args:
@@ -102,6 +118,8 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
             argument, as in every op of ours.
         sinks: None, or (Hq,) float32 / q's dtype: per-head sink logits (module docstring). A keyword with a
             default, so a call or graph without sinks is the op as it was before sinks existed.
+        positions: None, or (B|1, Lq|1) int32/int64 absolute query positions: the causal mask in the op
+            (module docstring). window: sliding-window length in slots (0: none; needs positions).
 
     Returns:
         (B, Hq, Lq, Dv) contiguous tensor of q's dtype.
@@ -110,17 +128,18 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
         ValueError: shapes, dtypes or devices outside the module docstring's rules.
         KeyError: unknown provider. ProviderUnavailable: its library cannot be imported here.
     """
-    _validate(q, k, v, mask, sinks)
+    _validate(q, k, v, mask, sinks, positions, window)
     if q.shape[0] == 0 or q.shape[2] == 0:
         return q.new_empty(q.shape[:3] + v.shape[3:])
-    if sinks is None:
-        return get_provider(provider).decode_attention(q, k, v, mask, scale).contiguous()
-    return get_provider(provider).decode_attention(q, k, v, mask, scale, sinks=sinks).contiguous()
+    kw: dict[str, Any] = {} if sinks is None else {"sinks": sinks}
+    if positions is not None:  # only then: a provider without the positions form is called as before
+        kw.update(positions=positions, window=window)
+    return get_provider(provider).decode_attention(q, k, v, mask, scale, **kw).contiguous()
 
 
 @decode_attention.register_fake
-def _decode_attention_fake(q, k, v, mask, scale, provider, sinks=None):
-    _validate(q, k, v, mask, sinks)
+def _decode_attention_fake(q, k, v, mask, scale, provider, sinks=None, positions=None, window=0):
+    _validate(q, k, v, mask, sinks, positions, window)
     return q.new_empty(q.shape[:3] + v.shape[3:])
 
 
@@ -133,12 +152,13 @@ def _last_dim_ok(t: Any) -> bool:
 
 
 def attention_spec(q: Any, k: Any, v: Any, mask: Any | None, cudagraphs: bool = False,
-                   sinks: Any | None = None) -> dict[str, Any]:
+                   sinks: Any | None = None, positions: Any | None = None, window: int = 0) -> dict[str, Any]:
     """Build the compile-time spec of a decode-attention match from fake tensors (``node.meta["val"]``).
 
     Args:
         q, k, v: fake tensors of the op's q, (un-repeated) k and v; mask: the mask's fake tensor or None.
-        cudagraphs: whether Inductor will capture the compiled graph; sinks: the sinks' fake tensor or None.
+        cudagraphs: whether Inductor will capture the compiled graph; sinks: the sinks' fake tensor or None;
+        positions: the positions' fake tensor or None; window: the sliding window (0: none).
 
     Returns:
         dict with the keys listed in the module docstring.
@@ -162,4 +182,6 @@ def attention_spec(q: Any, k: Any, v: Any, mask: Any | None, cudagraphs: bool = 
         "last_dim_contiguous": all(_last_dim_ok(t) for t in tensors),
         "cudagraphs": cudagraphs,
         "sinks_dtype": None if sinks is None else sinks.dtype,
+        "positions_dtype": None if positions is None else positions.dtype,
+        "window": int(window),
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import pathlib
 import sys
 from collections.abc import Callable
@@ -26,7 +27,7 @@ except ImportError:  # pragma: no cover - older torch: the graph's kind stays un
     _PassBase = CustomGraphPass
 
 from .. import report as report_mod
-from ..options import Options
+from ..options import COMPILE_ENV, Options
 from ..platform import PlatformDispatch
 from ..tuning import device as tuning_device
 from ..tuning.store import default_store
@@ -171,7 +172,8 @@ class PassManager(_PassBase):
         report_mod.emit(rep)
 
     def uuid(self) -> str | None:
-        """Hash of sources, options, platform and provider versions (Inductor's FX graph cache key);
+        """Hash of sources, options, the compile-time environment switches (``options.COMPILE_ENV``), platform and
+        provider versions (Inductor's FX graph cache key);
         ``None`` (no caching, as Inductor does for any pass without one) when a chained user pass has no
         ``uuid()``."""
         h = hashlib.sha256()
@@ -184,6 +186,7 @@ class PassManager(_PassBase):
             h.update(str(path.relative_to(_PKG)).encode())
             h.update(path.read_bytes())
         h.update(self.options.key().encode())
+        h.update(repr([(k, os.environ.get(k)) for k in COMPILE_ENV]).encode())
         h.update(default_store().fingerprint(tuning_device.current()))
         h.update(str(PlatformDispatch.platform()).encode())
         h.update(repr(sorted(PlatformDispatch.versions().items())).encode())

@@ -6,7 +6,8 @@ import torch
 
 
 def decode_attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-                         scale: float, sinks: torch.Tensor | None = None) -> torch.Tensor:
+                         scale: float, sinks: torch.Tensor | None = None, positions: torch.Tensor | None = None,
+                         window: int = 0) -> torch.Tensor:
     """Scaled dot-product attention (Vaswani et al. 2017) over un-repeated GQA K/V, in float32.
 
     Query head ``h`` attends kv head ``h // (Hq // Hkv)`` (HF ``repeat_kv``'s mapping). A boolean mask keeps
@@ -21,6 +22,10 @@ def decode_attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask
         mask: None or 4D broadcastable to (B, Hq, Lq, Lkv), bool or float.
         scale: multiplies the scores.
         sinks: None or (Hq,) float32 / q's dtype, taken in float32.
+        positions: None or (B|1, Lq|1) int32/int64, the absolute position ``p`` of each query row: slot ``j`` is
+            kept iff ``j <= p`` and, with ``window > 0``, ``j > p - window`` (HF's causal and sliding-window
+            masks of a static cache); with a mask too, a slot must pass both.
+        window: sliding-window length in slots (0: none).
 
     Returns:
         (B, Hq, Lq, Dv) of q's dtype, contiguous, rounded once from float32.
@@ -31,6 +36,13 @@ def decode_attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask
     s = torch.matmul(q.float(), kf.transpose(-1, -2)) * scale
     if mask is not None:
         s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.float()
+    if positions is not None:
+        p = positions.to(torch.int64)[:, None, :, None]  # (B|1, 1, Lq|1, 1)
+        j = torch.arange(k.shape[2], device=q.device)
+        keep = j <= p
+        if window > 0:
+            keep = keep & (j > p - window)
+        s = s.masked_fill(~keep, float("-inf"))
     m = s.amax(-1, keepdim=True)
     if sinks is not None:
         sk = sinks.float().view(1, -1, 1, 1)

@@ -23,6 +23,7 @@ from .store import Decision, parse_signature, signature
 
 GEMM_OP = "merged_gemm"
 NORM_OP = "rms_norm_gemm"
+ATTN_OP = "decode_attention"
 
 #: A single GEMM is taken only when ours beats cuBLAS by more than this fraction: the winner of a single's
 #: decision, and ``providers/triton/gemm_tables.py:SINGLE_MIN_GAIN`` (which says why) for its refusals.
@@ -32,6 +33,11 @@ SINGLE_MIN_GAIN = 0.03
 GEMM_EVIDENCE = "benchmarks/results/runs/decode_gemm_layer.csv"
 #: The results file of the prologue rows.
 NORM_EVIDENCE = "benchmarks/results/runs/norm_gemm_pair.csv"
+
+#: The results file of the decode attention's config sweep (``benchmarks/ops/bench_attention.py --sweep``).
+ATTN_EVIDENCE = "benchmarks/results/runs/attention_sweep.csv"
+#: The sweep's model shapes (``benchmarks/ops/bench_attention.py:MODELS``): name -> (Hq, Hkv, head dim).
+ATTN_MODELS = {"llama-3.2-1b": (32, 8, 64), "qwen3-0.6b": (16, 8, 128), "gemma-2b": (8, 1, 256)}
 
 _GROUP = re.compile(r", (?P<group>[^,]+) M=\d+$")
 
@@ -94,4 +100,46 @@ def rows(decisions: list[Decision], device: str) -> list[dict[str, Any]]:
             out.append(row(d, device))
         except (KeyError, ValueError):
             continue
+    return out
+
+
+def attention_signature(dtype: str, hq: int, hkv: int, lq: int, d: int, dv: int, b: int, lkv: int) -> str:
+    """The store signature of a ``decode_attention`` kernel config (what ``providers/triton/attention/config.py``
+    looks up): ``batch=1,dtype=bfloat16,head_dim=64,kv_len=1024,num_kv_heads=8,num_q_heads=32,q_len=1,...``."""
+    return signature(ATTN_OP, {"dtype": dtype, "num_q_heads": hq, "num_kv_heads": hkv, "q_len": lq, "head_dim": d,
+                               "v_head_dim": dv, "batch": b, "kv_len": lkv})
+
+
+def attention_decisions(rows: list[dict[str, Any]], source: str, run_id: str) -> list[Decision]:
+    """One decision per (model, batch, cache length) of a sweep run (rows of :data:`ATTN_EVIDENCE`, strings as
+    csv reads them): winner ``"triton"``, config the fastest swept point's ``num_splits`` / ``block_n`` and, where
+    the sweep has those columns, ``one_launch`` / ``skip`` / ``num_stages`` (a run without them timed two launches
+    with the skip: left unset, the code's defaults), times the three fastest (``"triton"``, then
+    ``"triton:<point>"``)."""
+    by: dict[tuple[str, int, int], list[tuple[float, int, int, dict]]] = {}
+    for r in rows:
+        if r.get("run_id") != run_id or r.get("us") in ("", None) or r["model"] not in ATTN_MODELS:
+            continue
+        key = (r["model"], int(r["batch"]), int(r["max_cache_len"]))
+        extra: dict[str, Any] = {}
+        if r.get("one_launch") not in ("", None):
+            extra["one_launch"] = r["one_launch"] == "1"
+        if r.get("skip") not in ("", None):
+            extra["skip"] = r["skip"] != "0"
+        if r.get("num_stages") not in ("", None):
+            extra["num_stages"] = int(r["num_stages"])
+        by.setdefault(key, []).append((float(r["us"]), int(r["num_splits"]), int(r["block_n"]), extra))
+    out = []
+    for (model, b, lkv), timed in sorted(by.items()):
+        timed.sort(key=lambda t: t[0])
+        hq, hkv, d = ATTN_MODELS[model]
+        us, ns, bn, extra = timed[0]
+
+        def label(n: int, k: int, e: dict) -> str:
+            return f"{n}x{k}" + "".join(f",{a}={int(v)}" for a, v in sorted(e.items()))
+
+        times = {"triton": us, **{f"triton:{label(n, k, e)}": t for t, n, k, e in timed[1:3]}}
+        out.append(Decision(ATTN_OP, attention_signature("bfloat16", hq, hkv, 1, d, d, b, lkv), "triton",
+                            {"num_splits": ns, "block_n": bn, **extra}, times, source,
+                            f"{ATTN_EVIDENCE}, run {run_id}, {model} B={b} L={lkv} (fastest of {len(timed)} swept)"))
     return out

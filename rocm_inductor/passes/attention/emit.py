@@ -28,6 +28,7 @@ from ..contract import Miss, choose_or_miss
 from ..fx import CONVERT, cudagraphs_on, fake_eval, insert_call, is_call, known_equal, shape, val
 from .heads import HeadSource, head_source
 from .masks import MaskSource
+from .positions import Positions, causal_positions
 
 aten = torch.ops.aten
 
@@ -63,7 +64,8 @@ class Attention:
         q, k, v: the 4D (B, H, L, D) inputs as the attention sees them (K/V possibly repeated);
         mask: where the mask comes from; scale: the score scale (None: ``1/sqrt(D)``); source: for the report;
         sinks: the attention's sinks (``softmax.SinkForm``: the per-head tensor and its dtype) or None;
-        plan: set by the gate (:func:`check`) for the rewrite.
+        plan: set by the gate (:func:`check`) for the rewrite; positions: the causal term of the mask as query
+            positions (``positions.py``), set by the gate, or None.
     """
 
     node: Node
@@ -76,6 +78,7 @@ class Attention:
     source: str
     plan: Plan | None = None
     sinks: Any = None
+    positions: Positions | None = None
 
 
 def q_len_limit(ctx: PassContext) -> int:
@@ -205,9 +208,16 @@ def gate(ctx: PassContext, att: Attention) -> Choice:
     Raises:
         Miss: a check failed, or no provider takes the spec (each provider's refusal).
     """
+    q, k = val(att.q), val(att.k)
+    if isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and q.ndim == 4 and k.ndim == 4:
+        att.positions = causal_positions(att.mask, q.shape[2], k.shape[2])
+        if att.positions is not None:
+            att.mask = att.positions.rest  # the causal term is the op's positions; the rest stays its mask
     plan = att.plan = check(ctx, att)
+    pos = att.positions
     spec = attention_spec(val(plan.q), val(plan.k.node), val(plan.v.node), plan.mask4, cudagraphs=cudagraphs_on(),
-                          sinks=plan.sinks)
+                          sinks=plan.sinks, positions=None if pos is None else val(pos.node),
+                          window=0 if pos is None else pos.window)
     return choose_or_miss(ctx, "decode_attention", spec)
 
 
@@ -242,9 +252,12 @@ def emit(graph: Graph, att: Attention, choice: Choice) -> Match:
     """Replace ``att`` by ``rocm_fused::decode_attention`` (the plan of :func:`gate`); returns the report record."""
     plan, ms, at = att.plan, att.mask, att.node
     ks, vs = plan.k, plan.v
-    new = insert_call(graph, at, torch.ops.rocm_fused.decode_attention.default,
-                      (plan.q, ks.node, vs.node, _mask_arg(graph, at, ms, plan), plan.scale, choice.provider)
-                      + _sinks_arg(graph, at, att), like=at)
+    args = ((plan.q, ks.node, vs.node, _mask_arg(graph, at, ms, plan), plan.scale, choice.provider)
+            + _sinks_arg(graph, at, att))
+    if att.positions is not None:  # (Lq,) -> (1, Lq): one position per query row, shared by the batch
+        p = insert_call(graph, at, aten.reshape.default, (att.positions.node, [1, plan.q_len]), like=at)
+        args = args + ((None,) if len(args) == 6 else ()) + (p, att.positions.window)
+    new = insert_call(graph, at, torch.ops.rocm_fused.decode_attention.default, args, like=at)
     if att.tuple_out or plan.narrow:  # getitem [0] / the down-cast users take the op's output
         for u in list(at.users):
             u.replace_all_uses_with(new)
