@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover - older torch: the graph's kind stays un
     _PassBase = CustomGraphPass
 
 from .. import report as report_mod
+from ..lowerings import small_m
 from ..options import Options
 from ..platform import PlatformDispatch
 from ..tuning import device as tuning_device
@@ -145,6 +146,8 @@ class PassManager(_PassBase):
         if self.options.level == 0 or not run:
             if self.options.level == 0:
                 rep.passes_skipped = {p.name: "level 0" for p in self.passes}
+            else:
+                small_m.redecompose(graph)  # level 2 kept the M = 1 GEMMs for passes that do not run
             report_mod.emit(rep)
             return
         ctx = PassContext(self.options, rep, is_inference=is_inference)
@@ -158,6 +161,8 @@ class PassManager(_PassBase):
                     ctx.flush()
                     rep.passes_run.append(p.name)
                     _dump(graph, f"rocm_fused after {p.name}")
+                if self.options.level == 2:  # the M = 1 GEMMs no pass took, as Inductor decomposes them
+                    small_m.redecompose(graph)
                 graph.eliminate_dead_code()
                 graph.lint()
         except Exception as e:
