@@ -161,6 +161,7 @@ class SigmoidGatePass(RewritePass):
 
     name = "sigmoid_gate"
     ops = ops_of(name)
+    tuning_op = "sigmoid_gate"  # decided in context (rocm_inductor.tuning)
 
     def prepare(self, graph: Graph, ctx: PassContext) -> None:
         """The pattern family (the plain form); its ``extra_check`` records each outcome."""
