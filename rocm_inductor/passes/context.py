@@ -34,6 +34,8 @@ class PassContext:
         measuring: the pass now running is tuned and this compile measures (level 2 with a timer:
             ``tuning.decide.can_measure``): a "not measured" refusal then yields a provisional choice
             (:meth:`choose`), so the candidate reaches the measurement instead of being refused;
+        fast_path: whether the running pass's literal fast path (``prepare``) ran: it stands aside when the
+            tuning store decides (``tuning.decide.applies``), and ``find`` then covers the forms it takes;
         trial: the passes that run only as candidates to measure (off by default here);
         default_off: why the candidate being gated stays with Inductor unless a decision (measured, stored or
             shipped) says otherwise: set for a trial pass's candidates and by a gate whose size policy would
@@ -50,6 +52,7 @@ class PassContext:
     decision: Any = None
     is_inference: bool | None = None
     measuring: bool = False
+    fast_path: bool = True
     trial: frozenset[str] = frozenset()
     default_off: str | None = None
     provisional: str | None = None

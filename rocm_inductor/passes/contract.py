@@ -106,6 +106,9 @@ class RewritePass:
     enabled_by_provider: bool = True
     #: The op whose decisions the tuning store keeps for this pass (``rocm_inductor.tuning``); None: not tuned.
     tuning_op: str | None = None
+    #: ``prepare`` is a literal fast path that rewrites without the tuning step (a pattern family), which ``find``
+    #: also covers: it is skipped where the store decides (``tuning.decide.applies``). False: a clean-up step.
+    literal_fast_path: bool = False
 
     def tuning_spec(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Any,
                     choice: Choice) -> dict[str, Any] | None:
@@ -221,7 +224,9 @@ def run_pass(p: Any, graph: Graph, ctx: PassContext) -> None:
         return
     decided = tuning_decide.applies(ctx, p)
     ctx.measuring = decided and tuning_decide.can_measure(ctx.options)
-    if not decided:  # the literal fast path rewrites without asking the store: it stands aside when that decides
+    # the literal fast path rewrites without asking the store: it stands aside when the store decides
+    ctx.fast_path = not (decided and p.literal_fast_path)
+    if ctx.fast_path:
         p.prepare(graph, ctx)
     for cand in list(p.find(graph, ctx)):
         # consumed by an earlier rewrite (an erased node keeps its .graph: ask _erased)
@@ -246,7 +251,7 @@ def run_pass(p: Any, graph: Graph, ctx: PassContext) -> None:
                 rec.provenance = tuning_decide.provenance(decision, tuning_device.current(
                     tuning_decide.device_type(ctx.last_spec[1] if ctx.last_spec else {})))
             ctx.matched(cand.anchor.name, rec)
-    ctx.measuring = False
+    ctx.measuring, ctx.fast_path = False, True
     p.finish(graph, ctx)
 
 

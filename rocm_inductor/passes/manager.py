@@ -136,15 +136,22 @@ class PassManager(_PassBase):
         return run, skipped
 
     def trials(self, skipped: dict[str, str]) -> list[str]:
-        """The tuned passes that are off by default here but run as candidates because this compile measures
-        (level 2 with a timer, ``tuning.decide.can_measure``): RoPE and the sigmoid gate are measured in
-        context and come out on or off per shape. A pass the user turned off stays off."""
+        """The tuned passes that are off by default here but run as candidates: because this compile measures
+        (level 2 with a timer, ``tuning.decide.can_measure``: RoPE and the sigmoid gate are measured in context
+        and come out on or off per shape), or, at level 1, because this device's store holds decisions of their
+        ops (measured here earlier). A pass the user turned off stays off."""
         from ..tuning import decide as tuning_decide
 
-        if not tuning_decide.can_measure(self.options):
+        if self.options.level < 1:
             return []
-        return [p.name for p in self.passes if getattr(p, "tuning_op", None) is not None
-                and skipped.get(p.name, "").startswith("off on")]
+        measuring = tuning_decide.can_measure(self.options)
+        out = []
+        for p in self.passes:
+            if getattr(p, "tuning_op", None) is None or not skipped.get(p.name, "").startswith("off on"):
+                continue
+            if measuring or tuning_decide.stored(p):
+                out.append(p.name)
+        return out
 
     def __call__(self, graph: Graph, is_inference: bool | None = None) -> None:
         """Run the enabled passes on ``graph``; ``is_inference`` (from Inductor where it says) tells the passes'

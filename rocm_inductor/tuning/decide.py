@@ -47,10 +47,17 @@ def applies(ctx: Any, pass_: Any) -> bool:
         return False
     if any(ctx.options.provider_for(o) is not None for o in getattr(pass_, "ops", (op,))):
         return False
-    if can_measure(ctx.options):
-        return True
+    return can_measure(ctx.options) or stored(pass_)
+
+
+def stored(pass_: Any) -> bool:
+    """Whether this device's own store (GPU decisions: ``device.current()``) holds a decision of one of
+    ``pass_``'s ops."""
+    op = getattr(pass_, "tuning_op", None)
+    if op is None:
+        return False
     try:
-        return default_store().has_own(device.current(), getattr(pass_, "ops", (op,)))
+        return default_store().has_own(device.current(), tuple(getattr(pass_, "ops", (op,))))
     except OSError:
         return False
 
