@@ -180,7 +180,7 @@ def decision_of(op: str, sig: str, res: worker.Result, region: int, neighbours: 
         # config, next to the baseline, whoever won
         tile = min(tiles, key=tiles.get)
         times.setdefault("triton", tiles[tile])
-        times.setdefault("inductor", base)
+        times.setdefault("unfolded" if op == "rms_norm_gemm" else "inductor", base)
         config = config if winner != "inductor" else res.configs.get(tile)
     parts = [f"window: region of {region} nodes + {neighbours} fusible neighbours, {res.copies} input sets per "
              f"replay; baseline {base_label}"]
