@@ -153,3 +153,28 @@ def test_not_measured_refusal_is_measured_at_level2(monkeypatch, cpu_gpu):
     monkeypatch.setenv(store.SHIPPED_ENV, "1")
     assert store.DecisionStore(shipped=store.SHIPPED_DIR).shipped(device.DeviceKey("NVIDIA H200", "sm_90", 132,
                                                                                    "t", "t"))
+
+
+@pytest.mark.gpu
+def test_gpu_level2_measures_every_tuned_op(monkeypatch, tmp_path):
+    """On a GPU, from an empty store without shipped entries: the gpt-fast step's norms, RoPE and decode attention
+    are measured in their windows by the worker process (each distinct region once) and every rewrite says
+    "measured now"."""
+    monkeypatch.setenv(store.ROOT_ENV, str(tmp_path / "store"))
+    monkeypatch.setenv(store.SHIPPED_ENV, "0")
+    monkeypatch.delenv(measure.FAKE_ENV, raising=False)
+    tuner.TUNER.reset()
+    worker.reset()
+    torch.manual_seed(0)
+    model = G.Transformer(G.ModelArgs(n_layer=2)).to("cuda", torch.bfloat16)
+    model.setup_caches(1, 64)
+    model.to("cuda")
+    x, pos = torch.full((1, 1), 7, dtype=torch.int64, device="cuda"), torch.tensor([5], device="cuda")
+    (rep,) = explain(lambda a, b: model(a, b), x, pos, dry_run=True, options={"level": 2, "strict": True})
+    ops = {m.decision.op for m in tuner.TUNER.measured}
+    assert {"decode_attention"} <= ops and ops & {"rope", "rope_cached"}, tuner.TUNER.skipped
+    sigs = [(m.decision.op, m.decision.signature) for m in tuner.TUNER.measured]
+    assert len(sigs) == len(set(sigs))
+    tuned = [m for m in rep.matches if m.op in OPS]
+    assert tuned and all(m.provenance.startswith("measured now on") for m in tuned), str(rep)
+    worker.reset()
