@@ -173,7 +173,7 @@ def main(argv=None) -> int:
     buckets = cli.ints(args.buckets)
     start = time.perf_counter()
     decode.warm_flashinfer(cuda)
-    steps, results, built, stores, compile_s = [], [], {}, {}, {}
+    steps, results, built, stores, compile_s, observed = [], [], {}, {}, {}, {}
     for name, batch, config in plan(models, buckets, args.cost_model):
         layers = args.cost_layers if config in COST else args.layers
         if (name, layers) not in built:
@@ -182,8 +182,8 @@ def main(argv=None) -> int:
                 torch.cuda.empty_cache()
             built[(name, layers)] = hf_models.build_model(name, args.device, dtype, args.tiny, layers)
         model, cfg = built[(name, layers)]
-        guess = 0.0 if args.tiny else (GUESS_S[config] * cfg.num_hidden_layers / 16
-                                       + (TUNING_GUESS_S if config in MEASURING else 0.0))
+        guess = 0.0 if args.tiny else observed.get(config, GUESS_S[config] * cfg.num_hidden_layers / 16
+                                                   + (TUNING_GUESS_S if config in MEASURING else 0.0))
         spent = time.perf_counter() - start
         if spent + guess > args.budget_s:
             print(f"skipped {name} B={batch} {config} (budget: {spent:.0f} s spent + ~{guess:.0f} s > "
@@ -203,6 +203,7 @@ def main(argv=None) -> int:
             print(f"{name} B={batch} {config}: error {type(e).__name__}: {str(e)[:200]}", flush=True)
             continue
         compile_s[(name, batch, config)] = row["compile_s"]
+        observed[config] = time.perf_counter() - t0  # the next run of this config is guessed from this one
         if config in CONFIGS:
             steps.append(dict(model=name, batch=batch, config=config, step_us=row["step_us"]))
         results.append(dict(model=name, batch=batch, config=config, layers=cfg.num_hidden_layers, **row))
