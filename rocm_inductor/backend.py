@@ -18,6 +18,7 @@ default / ``"reduce-overhead"``        1      rewrites, Inductor defaults (+ CUD
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
@@ -111,10 +112,10 @@ def rocm_fused(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], mode: st
     fx_cache.install()  # a graph served from the FX graph cache reports what its cold compile did
     opts, patches = resolve(mode, options)
     # level 2: M = 1 GEMMs stay GEMMs until our passes have seen them (lowerings/small_m.py)
-    decomps = small_m.decompositions() if opts.level == 2 else None
+    kept = small_m.gemms_kept if opts.level == 2 else contextlib.nullcontext
     try:
-        with gemm_override(opts):  # level 2: small-M GEMMs on ATen, for this compile only
-            return compile_fx(gm, example_inputs, config_patches=patches, decompositions=decomps)
+        with gemm_override(opts), kept():  # level 2: small-M GEMMs on ATen, for this compile only
+            return compile_fx(gm, example_inputs, config_patches=patches)
     except Exception as e:
         # Dynamo's restart signals are control flow, not failures: let them through untouched.
         if opts.strict or PASS_HOOK not in patches or isinstance(e, _RESTART):

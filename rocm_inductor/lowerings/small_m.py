@@ -8,12 +8,12 @@ at level 1 (``benchmarks/results/tuning.csv``, run 2026-12-02-2012-tuning: no q/
 
 So at level 2:
 
-- :func:`decompositions` is Inductor's table with ``mm`` and ``bmm`` run with coordinate descent switched off for
-  the call (every other case of theirs unchanged: K == 1 outer products, CPU forms), so the M = 1 GEMMs reach
-  the post-grad graph;
+- :func:`gemms_kept` (around the compile) runs Inductor's ``mm`` and ``bmm`` decompositions with coordinate
+  descent switched off for the call (every other case of theirs unchanged: K == 1 outer products, CPU forms), so
+  the M = 1 GEMMs reach the post-grad graph;
 - :func:`redecompose` (the pass manager's last step) rewrites every M = 1 / N = 1 ``mm`` / ``bmm`` our passes
-  left into Inductor's own decomposition, traced from it (``fwd_only``, Inductor's table with the compile's
-  config): what Inductor would have compiled without us (that reduction beat cuBLAS's GEMV on the H200,
+  left into Inductor's own decomposition, traced from it (``fwd_only``, coordinate descent on): what Inductor
+  would have compiled without us (that reduction beat cuBLAS's GEMV on the H200,
   ``lowerings/gemm_buckets.py``).
 
 Without coordinate descent (level 1, or a user's ``coordinate_descent_tuning=False``) neither changes anything.
@@ -21,8 +21,8 @@ Without coordinate descent (level 1, or a user's ``coordinate_descent_tuning=Fal
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -32,28 +32,54 @@ aten = torch.ops.aten
 _GEMMS = (aten.mm.default, aten.bmm.default)
 
 
-def _without_cdt(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
+class _WithoutCDT:
+    """A decomposition run with ``coordinate_descent_tuning`` off (a class, not a closure: it pickles by
+    reference like the function it wraps)."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from torch._inductor import config
 
         with config.patch(coordinate_descent_tuning=False):
-            return fn(*args, **kwargs)
-
-    return call
+            return self.fn(*args, **kwargs)
 
 
-def decompositions() -> dict[Any, Callable[..., Any]]:
-    """Inductor's decomposition table (``select_decomp_table()``) with ``aten.mm`` / ``aten.bmm`` evaluated with
-    ``coordinate_descent_tuning`` off (see module docstring); a table for ``compile_fx(decompositions=...)``."""
-    from torch._inductor.decomposition import select_decomp_table
+def _tables() -> list[dict[Any, Callable[..., Any]]]:
+    from torch._inductor import decomposition
 
-    table = dict(select_decomp_table())
-    for op in (aten.mm, aten.bmm):
-        for key in (op, op.default):
-            if key in table:
-                table[key] = _without_cdt(table[key])
-    return table
+    tables = [decomposition.decompositions]
+    current = decomposition.select_decomp_table()
+    if current is not tables[0]:
+        tables.append(current)
+    return tables
+
+
+@contextlib.contextmanager
+def gemms_kept() -> Iterator[None]:
+    """Inside the block, Inductor's ``mm`` / ``bmm`` decompositions run with coordinate descent off (see module
+    docstring); restored afterwards. Patched in Inductor's table itself, so ``compile_fx`` keeps its own
+    (picklable) decomposition function and its FX graph cache."""
+    saved = []
+    for table in _tables():
+        for key in (aten.mm.default, aten.bmm.default):
+            fn = table.get(key)
+            if fn is not None and not isinstance(fn, _WithoutCDT):
+                saved.append((table, key, fn))
+                table[key] = _WithoutCDT(fn)
+    try:
+        yield
+    finally:
+        for table, key, fn in saved:
+            table[key] = fn
+
+
+def _original(key: Any) -> Callable[..., Any] | None:
+    from torch._inductor import decomposition
+
+    fn = decomposition.decompositions.get(key)
+    return fn.fn if isinstance(fn, _WithoutCDT) else fn
 
 
 def _static_one(v: Any) -> bool:
@@ -70,7 +96,10 @@ def _small(n: Node) -> bool:
 
 def _call(op: Callable[..., Any]) -> Callable[..., Any]:
     def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return op(a, b)
+        from torch._inductor import config
+
+        with config.patch(coordinate_descent_tuning=True):  # Inductor's own decomposition, its M = 1 branch
+            return op(a, b)
 
     return gemm
 
@@ -91,7 +120,9 @@ def redecompose(graph: Graph) -> int:
     for n in [n for n in graph.nodes if n.op == "call_function" and n.target in _GEMMS]:
         if n.kwargs or len(n.args) != 2 or not _small(n):
             continue
-        op = torch.mm if n.target is aten.mm.default else torch.bmm
+        op = _original(n.target)
+        if op is None:
+            continue
         key = object()  # a stand-in pattern: the match's one output is ``n``
         m = Match(MatchContext([key], {key: n}, graph=graph), None, args=list(n.args))  # type: ignore[arg-type]
         m.nodes = [n]
