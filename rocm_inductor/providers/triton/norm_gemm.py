@@ -80,8 +80,8 @@ def check(spec: dict[str, Any], device: str | None = None) -> str | None:
         path = knobs.current().norm_table
         rows = tables.table_entries(k, ns, spec.get("dtype"), device, path, tables.tuning_tables.NORM_OP)
         if not any(e["m"] >= m for e in rows):
-            return Refusal(f"no measured prologue tile at M={m} K={k} N {'/'.join(map(str, ns))} on {device} (none measured: a "
-                           "level-2 compile measures it; tuning store: rms_norm_gemm)", NOT_MEASURED)
+            return Refusal(f"no measured prologue tile at M={m} K={k} N {'/'.join(map(str, ns))} on {device} (none "
+                           "measured: a level-2 compile measures it; tuning store: rms_norm_gemm)", NOT_MEASURED)
         return (f"no measured prologue tile beats the norm kernel + GEMM at M={m} K={k} N {'/'.join(map(str, ns))} "
                 f"on {device} (tuning store: rms_norm_gemm; benchmarks/ops/bench_norm_gemm_pair.py --tiles)")
     return None
