@@ -159,6 +159,22 @@ def _merge(path: pathlib.Path, columns: tuple[str, ...], rows: list[dict], model
         w.writerows([*old, *rows])
 
 
+def _write(args, models: list[str], buckets: list[int], steps: list[dict], compile_s: dict) -> list[dict]:
+    """Write ``tuning.csv`` and (once its four compiles ran) ``tuning_cost.csv`` under ``args.out``; returns the
+    cost rows."""
+    costs = []
+    c = {k: compile_s.get((args.cost_model, buckets[0], k)) for k in COST}
+    if args.cost_model and None not in c.values():
+        costs.append(dict(model=args.cost_model, compile_s_level2=c["level2_warm"],
+                          compile_s_level2_tuning=round(c["level2_cold"] - c["level2_warm"], 1),
+                          compile_s_level1_warm_store=round(c["level1_warm"] - c["level1_empty"], 1)))
+    out = pathlib.Path(args.out)
+    _merge(out / "tuning.csv", STEP_COLUMNS, steps, set(models))
+    if costs:
+        _merge(out / "tuning_cost.csv", COST_COLUMNS, costs, {r["model"] for r in costs})
+    return costs
+
+
 def main(argv=None) -> int:
     """Run the benchmark; returns the exit code."""
     args = parse_args(argv)
@@ -209,15 +225,8 @@ def main(argv=None) -> int:
         results.append(dict(model=name, batch=batch, config=config, layers=cfg.num_hidden_layers, **row))
         print(f"[{time.perf_counter() - start:6.0f}s] {name} B={batch} {config} ({time.perf_counter() - t0:.0f} s): "
               f"{row}", flush=True)
-    costs = []
-    c = {k: compile_s.get((args.cost_model, buckets[0], k)) for k in COST}
-    if args.cost_model and None not in c.values():
-        costs.append(dict(model=args.cost_model, compile_s_level2=c["level2_warm"],
-                          compile_s_level2_tuning=round(c["level2_cold"] - c["level2_warm"], 1),
-                          compile_s_level1_warm_store=round(c["level1_warm"] - c["level1_empty"], 1)))
-    out = pathlib.Path(args.out)
-    _merge(out / "tuning.csv", STEP_COLUMNS, steps, set(models))
-    _merge(out / "tuning_cost.csv", COST_COLUMNS, costs, {r["model"] for r in costs})
+        costs = _write(args, models, buckets, steps, compile_s)  # after every run: a timeout keeps what ran
+    costs = _write(args, models, buckets, steps, compile_s)
     if not args.no_log and not args.tiny:
         script = "benchmarks/e2e/tuning.py " + " ".join(argv if argv is not None else sys.argv[1:])
         what = (f"decode step ({args.layers} layers; cost compiles {args.cost_layers}): inductor, shipped level 1, "
