@@ -3,7 +3,7 @@
 # Steps: tests (every gpu-marked test), example, norm, rope, gate, sampling, attention, gemm, tp (2 GPUs),
 # decode:MODEL[:CONFIGS]
 # (one model family per device call, e.g. decode:llama or decode:qwen3:rocm_fused_l2), decode-attn
-# (e2e/bench_decode_attention.py, flags from $DATTN_ARGS); gemm takes its e2e/bench_gemm_levels.py flags from
+# (e2e/bench_decode_attention.py, flags from $DATTN_ARGS), tuning (e2e/tuning.py, flags from $TUNING_ARGS); gemm takes its e2e/bench_gemm_levels.py flags from
 # $GEMM_ARGS; decode-gemm (ops/bench_decode_gemm.py) its flags from $DGEMM_ARGS. Results land in $OUT; record
 # them with benchmarks/run_log.py and regenerate RESULTS.md (benchmarks/README.md).
 # Two GPUs (nvidia-h200-x2): install once (no steps), then run two instances with SKIP_INSTALL=1 and
@@ -40,6 +40,8 @@ for step in "$@"; do
              benchmarks/ops/bench_tp.py --out "$OUT" 2>&1 | tee "$OUT/tp.log" | grep -v -i "warn" | tail -60 ;;  # 2 GPUs
     decode-gemm) timeout ${DGEMM_TIMEOUT:-290} python3 benchmarks/ops/bench_decode_gemm.py --out "$OUT" ${DGEMM_ARGS:-} 2>&1 \
              | tee "$OUT/decode_gemm.log" | grep -v -i "warn" | tail -60 ;;
+    tuning) timeout ${TUNING_TIMEOUT:-540} python3 benchmarks/e2e/tuning.py --out "$OUT" --budget-s ${TUNING_BUDGET:-470} \
+             ${TUNING_ARGS:-} 2>&1 | tee "$OUT/tuning.log" | grep -v -i "warn" | tail -80 ;;
     gemm) timeout ${GEMM_TIMEOUT:-560} python3 benchmarks/e2e/bench_gemm_levels.py --out "$OUT" --budget-s ${GEMM_BUDGET:-420} ${GEMM_ARGS:-} 2>&1 | tail -30 ;;
   esac
 done

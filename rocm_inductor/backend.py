@@ -18,6 +18,7 @@ default / ``"reduce-overhead"``        1      rewrites, Inductor defaults (+ CUD
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
@@ -105,13 +106,15 @@ def rocm_fused(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], mode: st
     from torch._inductor.compile_fx import compile_fx
 
     from ._compat import depyf_shim, fx_cache
-    from .lowerings import gemm_fallback_patches, gemm_override
+    from .lowerings import gemm_fallback_patches, gemm_override, small_m
 
     depyf_shim.apply()  # no-op unless depyf.prepare_debug is in use (max-autotune under depyf, torch 2.13)
     fx_cache.install()  # a graph served from the FX graph cache reports what its cold compile did
     opts, patches = resolve(mode, options)
+    # level 2: M = 1 GEMMs stay GEMMs until our passes have seen them (lowerings/small_m.py)
+    kept = small_m.gemms_kept if opts.level == 2 else contextlib.nullcontext
     try:
-        with gemm_override(opts):  # level 2: small-M GEMMs on ATen, for this compile only
+        with gemm_override(opts), kept():  # level 2: small-M GEMMs on ATen, for this compile only
             return compile_fx(gm, example_inputs, config_patches=patches)
     except Exception as e:
         # Dynamo's restart signals are control flow, not failures: let them through untouched.

@@ -49,16 +49,17 @@ def _gate_entries(source: str) -> list[Decision]:
       B = 8 / 32 in the same run);
     - RoPE in context (the HF graph rewritten vs Inductor, q (1, H_q, T, 128), k (1, H_kv, T, 128)):
       benchmarks/results/runs/rope.csv, run 2026-11-29-rope, rows ``inductor`` / ``pass[triton]``; the signature
-      adds ``tokens`` (q's sequence length), which the RoPE spec does not carry;
+      has ``tokens`` (q's tokens, the RoPE spec's own key);
     - the CUDA sigmoid gate in context (Qwen3-Next's gate slice + o_proj): benchmarks/results/runs/sigmoid_gate.csv,
       run 2026-11-29-gate, rows ``ctx``.
     """
     out = []
-    qk = norm_spec(_meta(1, 1, 16, 128), _meta(128), 0.0, False)
-    out.append(Decision("rms_norm", signature("rms_norm", qk), "inductor", None,
-                        {"inductor": 2343.1, "triton": 2514.9}, source,
-                        "benchmarks/results/runs/decode.csv, run 2026-11-29-decode-qk-norms, qwen3 decode B=1 "
-                        "(decode-step us)"))
+    for heads in (16, 8):  # Qwen3-0.6B's q norm (16 heads) and k norm (8 heads) at B = 1: rows = heads
+        qk = norm_spec(_meta(1, 1, heads, 128), _meta(128), 0.0, False)
+        out.append(Decision("rms_norm", signature("rms_norm", qk), "inductor", None,
+                            {"inductor": 2343.1, "triton": 2514.9}, source,
+                            "benchmarks/results/runs/decode.csv, run 2026-11-29-decode-qk-norms, qwen3 decode B=1 "
+                            "(decode-step us)"))
     path = os.path.join(ROOT, "benchmarks/results/runs/rope.csv")
     rows: dict[tuple[int, int, int, int], dict[str, float]] = {}
     with open(path) as f:

@@ -1,28 +1,32 @@
 """Decided on the device: a level-2 compile from an empty decision store vs today's shipped policy (issue 30).
 
 Models (``--models``, ``hf_models.py``): Llama-3.2-1B- and Qwen3-0.6B-shaped decode steps (random bf16 weights,
-SDPA, ``StaticCache(--max-cache-len)``, one new token per sequence at ``--pos``), ``--layers`` layers (default
-16: Llama-3.2-1B's own count; Qwen3-0.6B's 28 cut to 16 so a model fits the budget), B in ``--buckets``.
+SDPA, ``StaticCache(--max-cache-len)``, one new token per sequence at ``--pos``), ``--layers`` layers for the step
+times (default 8, so both models and three buckets fit one device call: every layer is identical, the per-layer
+kernels and decisions are the 16/28-layer models'), B in ``--buckets``.
 
 Configs, each a cold compile (``torch._dynamo.reset()``, Inductor caches off) replayed in CUDA graphs:
   inductor          ``torch.compile(step, mode="reduce-overhead")``
-  shipped           ``backend="rocm_fused"``, level 1 (the shipped policy and tables), an empty store
-  tuned_from_empty  ``backend="rocm_fused"``, level 2 with an empty store in a fresh directory
-                    (``ROCM_FUSED_TUNING_DIR``): every candidate measured on this GPU, then compiled
-Compile cost at B = 1 (``tuning_cost.csv``), from two more compiles with the store tuned_from_empty filled:
-  compile_s_level2             level 2 with that (warm) store: no measurement
-  compile_s_level2_tuning      level 2 with the empty store minus level 2 with the warm store
-  compile_s_level1_warm_store  level 1 with the warm store minus level 1 with an empty store (shipped)
+  shipped           ``backend="rocm_fused"``, level 1 (the shipped policy and H200 entries), an empty own store
+  tuned_from_empty  ``backend="rocm_fused"``, level 2, a fresh empty store (``ROCM_FUSED_TUNING_DIR``) and no
+                    shipped entries (``ROCM_FUSED_TUNING_SHIPPED=0``): every candidate measured on this GPU
+                    (a GPU without shipped entries sees exactly this), then compiled
+Compile cost (``tuning_cost.csv``), ``--cost-model`` at B = ``--buckets``' first, ``--cost-layers`` layers
+(default 16), shipped entries off, four more compiles (the tuning worker restarted first, so its start counts):
+  level2_cold   level 2 from an empty store (measures)      level2_warm   level 2 with the store it filled
+  level1_empty  level 1 with an empty store                 level1_warm   level 1 with that filled store
+  compile_s_level2 = level2_warm; compile_s_level2_tuning = level2_cold - level2_warm;
+  compile_s_level1_warm_store = level1_warm - level1_empty
 
 Step time: median over ``--rounds`` rounds of ``--reps`` steps (CUDA events around the replays). Writes
 ``<out>/tuning.csv`` (``model,batch,config,step_us``) and ``<out>/tuning_cost.csv``
 (``model,compile_s_level2,compile_s_level2_tuning,compile_s_level1_warm_store``), keeping the rows of models not
-run this time (one model per call fits a device call), appends both to the long files (``run_log``: topics
-``tuning`` and ``tuning_cost``, with compile seconds and the rewrites taken), and prints the tuner's decisions.
-Runs go in priority order (B = 1 with its cost compiles, then the larger buckets); one that would end past
-``--budget-s`` is skipped and said so.
+run this time, appends both to the long files (``run_log``: topics ``tuning`` and ``tuning_cost``, with compile
+seconds, layers and the rewrites taken), and prints the tuner's decisions. Runs go in priority order (B = 1 of
+each model, the cost compiles, then the larger buckets); one that would end past ``--budget-s`` is skipped and
+said so.
 
-    python benchmarks/e2e/tuning.py --models llama [--buckets 1,8,32] [--layers 16] [--out benchmarks/results]
+    python benchmarks/e2e/tuning.py [--models llama,qwen3] [--buckets 1,8,32] [--layers 8] [--budget-s 500]
 ``--tiny --device cpu`` is the script's smoke test (2 layers, no CUDA graphs, nothing measured: no GPU).
 """
 
@@ -52,10 +56,18 @@ from timing import time_call  # noqa: E402
 CONFIGS = ("inductor", "shipped", "tuned_from_empty")
 STEP_COLUMNS = ("model", "batch", "config", "step_us")
 COST_COLUMNS = ("model", "compile_s_level2", "compile_s_level2_tuning", "compile_s_level1_warm_store")
-#: First-guess seconds per cold compile of a 16-layer step on the H200 (Inductor ~25 s, level 1 ~27 s, level 2
-#: 56-72 s: benchmarks/e2e/decode.py's first_guess_s from RESULTS.md), plus at most 90 s of tuning (issue 30's
-#: bound) for a level-2 compile from an empty store; scaled by layers.
-GUESS_S = {"inductor": 25.0, "shipped": 27.0, "tuned_from_empty": 160.0, "level2_warm": 70.0, "level1_warm": 27.0}
+#: First-guess seconds per cold compile of a 16-layer step on the H200, scaled by layers (level 1 / Inductor
+#: 15-24 s: benchmarks/results/runs/decode_step.csv, compile_s; level 2 29 s: runs/tuning_cost.csv), plus the
+#: tuning itself, which does not scale with layers (identical layers are measured once): at most 90 s by issue
+#: 30's bound, guessed at 60.
+GUESS_S = {"inductor": 20.0, "shipped": 22.0, "tuned_from_empty": 30.0, "level2_cold": 30.0, "level2_warm": 30.0,
+           "level1_empty": 22.0, "level1_warm": 22.0}
+TUNING_GUESS_S = 60.0
+#: Configs that measure (level 2 from an empty store), and the cost configs (with the level each compiles at).
+MEASURING = ("tuned_from_empty", "level2_cold")
+LEVEL = {"inductor": 0, "shipped": 1, "tuned_from_empty": 2, "level2_cold": 2, "level2_warm": 2, "level1_empty": 1,
+         "level1_warm": 1}
+COST = ("level2_cold", "level2_warm", "level1_empty", "level1_warm")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -63,7 +75,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", default="llama,qwen3", help="families of hf_models.py")
     p.add_argument("--buckets", default="1,8,32", help="decode batch sizes")
-    cli.add_step_args(p, reps=20, rounds=5, budget_s=480.0, layers=16)
+    cli.add_step_args(p, reps=20, rounds=5, budget_s=500.0, layers=8)
+    p.add_argument("--cost-model", default="llama", help="the model of tuning_cost.csv ('' skips the cost runs)")
+    p.add_argument("--cost-layers", type=int, default=16, help="layers of the cost compiles")
     p.add_argument("--max-cache-len", type=int, default=1024)
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--no-log", action="store_true", help="do not append to benchmarks/results/runs/")
@@ -71,12 +85,13 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def _compiled(config: str, step, graphs: bool, store: str):
-    """``step`` compiled as ``config`` (inductor / level1 / level2) reading the decision store at ``store``."""
+    """``step`` compiled as ``config`` reading the decision store at ``store``; shipped entries only for the
+    ``shipped`` config (``ROCM_FUSED_TUNING_SHIPPED``)."""
     os.environ["ROCM_FUSED_TUNING_DIR"] = store
+    os.environ["ROCM_FUSED_TUNING_SHIPPED"] = "1" if config == "shipped" else "0"
     if config == "inductor":
         return torch.compile(step, mode="reduce-overhead" if graphs else None, fullgraph=True, dynamic=False)
-    level = 1 if config in ("shipped", "level1_warm") else 2
-    return torch.compile(step, backend="rocm_fused", options={"level": level, "cudagraphs": graphs},
+    return torch.compile(step, backend="rocm_fused", options={"level": LEVEL[config], "cudagraphs": graphs},
                          fullgraph=True, dynamic=False)
 
 
@@ -89,6 +104,8 @@ def run_one(config: str, model, cfg, batch: int, args, store: str) -> dict:
     decode._fresh_compile_state()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+    if config == "level2_cold":
+        worker.reset()  # a cold level-2 compile starts its tuning worker: its start is part of the cost
     worker.client().results.clear()  # measured windows are not reused across runs: each starts from its store
     tuner.TUNER.reset()
     step, inputs, _cache = hf_models.decode_step(model, cfg, batch, 1, args.pos, args.max_cache_len, args.device,
@@ -112,21 +129,20 @@ def run_one(config: str, model, cfg, batch: int, args, store: str) -> dict:
                spread_us=round(max(us) - min(us), 1), measured=len(tuner.TUNER.measured))
     if config != "inductor":
         row["rewrites"] = decode.rewrites_summary(rocm_inductor.reports())
-    if tuner.TUNER.measured or tuner.TUNER.skipped:
+    if config in MEASURING and (tuner.TUNER.measured or tuner.TUNER.skipped):
         from rocm_inductor.tuning.cli import table
 
         print(table(tuner.TUNER.measured, tuner.TUNER.skipped), flush=True)
     return row
 
 
-def plan(models: list[str], buckets: list[int]) -> list[tuple[str, int, str]]:
-    """(model, batch, config) in priority order: per model B = 1 with the cost compiles, then larger buckets."""
-    runs = []
-    for m in models:
-        for b in buckets:
-            runs += [(m, b, c) for c in CONFIGS]
-            if b == buckets[0]:
-                runs += [(m, b, "level2_warm"), (m, b, "level1_warm")]
+def plan(models: list[str], buckets: list[int], cost_model: str) -> list[tuple[str, int, str]]:
+    """(model, batch, config) in priority order: B = 1 (the first bucket) of each model, the cost compiles of
+    ``cost_model``, then the larger buckets."""
+    runs = [(m, buckets[0], c) for m in models for c in CONFIGS]
+    if cost_model:
+        runs += [(cost_model, buckets[0], c) for c in COST]
+    runs += [(m, b, c) for b in buckets[1:] for m in models for c in CONFIGS]
     return runs
 
 
@@ -143,6 +159,22 @@ def _merge(path: pathlib.Path, columns: tuple[str, ...], rows: list[dict], model
         w.writerows([*old, *rows])
 
 
+def _write(args, models: list[str], buckets: list[int], steps: list[dict], compile_s: dict) -> list[dict]:
+    """Write ``tuning.csv`` and (once its four compiles ran) ``tuning_cost.csv`` under ``args.out``; returns the
+    cost rows."""
+    costs = []
+    c = {k: compile_s.get((args.cost_model, buckets[0], k)) for k in COST}
+    if args.cost_model and None not in c.values():
+        costs.append(dict(model=args.cost_model, compile_s_level2=c["level2_warm"],
+                          compile_s_level2_tuning=round(c["level2_cold"] - c["level2_warm"], 1),
+                          compile_s_level1_warm_store=round(c["level1_warm"] - c["level1_empty"], 1)))
+    out = pathlib.Path(args.out)
+    _merge(out / "tuning.csv", STEP_COLUMNS, steps, set(models))
+    if costs:
+        _merge(out / "tuning_cost.csv", COST_COLUMNS, costs, {r["model"] for r in costs})
+    return costs
+
+
 def main(argv=None) -> int:
     """Run the benchmark; returns the exit code."""
     args = parse_args(argv)
@@ -157,26 +189,29 @@ def main(argv=None) -> int:
     buckets = cli.ints(args.buckets)
     start = time.perf_counter()
     decode.warm_flashinfer(cuda)
-    steps, results, built, stores, compile_s = [], [], {}, {}, {}
-    for name, batch, config in plan(models, buckets):
-        if name not in built:
-            built.clear()
-            built[name] = hf_models.build_model(name, args.device, dtype, args.tiny, args.layers)
-        model, cfg = built[name]
-        guess = 0.0 if args.tiny else GUESS_S[config] * cfg.num_hidden_layers / 16
+    steps, results, built, stores, compile_s, observed = [], [], {}, {}, {}, {}
+    for name, batch, config in plan(models, buckets, args.cost_model):
+        layers = args.cost_layers if config in COST else args.layers
+        if (name, layers) not in built:
+            built.clear()  # one model on the GPU at a time
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            built[(name, layers)] = hf_models.build_model(name, args.device, dtype, args.tiny, layers)
+        model, cfg = built[(name, layers)]
+        guess = 0.0 if args.tiny else observed.get(config, GUESS_S[config] * cfg.num_hidden_layers / 16
+                                                   + (TUNING_GUESS_S if config in MEASURING else 0.0))
         spent = time.perf_counter() - start
         if spent + guess > args.budget_s:
             print(f"skipped {name} B={batch} {config} (budget: {spent:.0f} s spent + ~{guess:.0f} s > "
                   f"{args.budget_s:.0f} s)", flush=True)
             continue
-        if config in ("tuned_from_empty", "shipped", "inductor"):
-            store = tempfile.mkdtemp(prefix=f"tuning_{config}_")  # empty
-            if config == "tuned_from_empty":
-                stores[(name, batch)] = store
-        else:  # the store tuned_from_empty filled for this bucket
-            store = stores.get((name, batch))
+        if config in ("level2_warm", "level1_warm"):  # the store level2_cold filled
+            store = stores.get((name, batch, "level2_cold"))
             if store is None:
                 continue
+        else:
+            store = tempfile.mkdtemp(prefix=f"tuning_{config}_")  # empty
+            stores[(name, batch, config)] = store
         t0 = time.perf_counter()
         try:
             row = run_one(config, model, cfg, batch, args, store)
@@ -184,27 +219,19 @@ def main(argv=None) -> int:
             print(f"{name} B={batch} {config}: error {type(e).__name__}: {str(e)[:200]}", flush=True)
             continue
         compile_s[(name, batch, config)] = row["compile_s"]
+        observed[config] = time.perf_counter() - t0  # the next run of this config is guessed from this one
         if config in CONFIGS:
             steps.append(dict(model=name, batch=batch, config=config, step_us=row["step_us"]))
         results.append(dict(model=name, batch=batch, config=config, layers=cfg.num_hidden_layers, **row))
         print(f"[{time.perf_counter() - start:6.0f}s] {name} B={batch} {config} ({time.perf_counter() - t0:.0f} s): "
               f"{row}", flush=True)
-    costs = []
-    for name in models:
-        b = buckets[0]
-        c = {k: compile_s.get((name, b, k)) for k in ("tuned_from_empty", "level2_warm", "shipped", "level1_warm")}
-        if None in c.values():
-            continue
-        costs.append(dict(model=name, compile_s_level2=c["level2_warm"],
-                          compile_s_level2_tuning=round(c["tuned_from_empty"] - c["level2_warm"], 1),
-                          compile_s_level1_warm_store=round(c["level1_warm"] - c["shipped"], 1)))
-    out = pathlib.Path(args.out)
-    _merge(out / "tuning.csv", STEP_COLUMNS, steps, set(models))
-    _merge(out / "tuning_cost.csv", COST_COLUMNS, costs, set(models))
+        costs = _write(args, models, buckets, steps, compile_s)  # after every run: a timeout keeps what ran
+    costs = _write(args, models, buckets, steps, compile_s)
     if not args.no_log and not args.tiny:
         script = "benchmarks/e2e/tuning.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        run_id = run_log.append_run("tuning", results, script=script,
-                                    what="decode step: inductor, shipped level 1, level 2 tuned from an empty store")
+        what = (f"decode step ({args.layers} layers; cost compiles {args.cost_layers}): inductor, shipped level 1, "
+                "level 2 tuned from an empty store without shipped entries")
+        run_id = run_log.append_run("tuning", results, script=script, what=what)
         if costs:
             run_log.append_run("tuning_cost", costs, script=script, run_id=run_id,
                                what="compile seconds: level 2, its tuning, a warm store at level 1")

@@ -170,6 +170,7 @@ def attention_spec(q: Any, k: Any, v: Any, mask: Any | None, cudagraphs: bool = 
         kind = "bool" if mask.dtype == torch.bool else "additive"
     return {
         "dtype": q.dtype,
+        "batch": _int_or_none(q.shape[0]),
         "head_dim": _int_or_none(q.shape[-1]),
         "v_head_dim": _int_or_none(v.shape[-1]),
         "q_len": _int_or_none(q.shape[2]),

@@ -17,7 +17,9 @@ providers one ulp off a definition they were never meant to reproduce (tests/tes
 both bounds on a stand-in that computes as FlashInfer does).
 
 Compile-time spec keys read by providers' ``check`` (built by :func:`norm_spec`):
-    dtype, weight_dtype (None if weightless), hidden (int or None if symbolic), ndim, offset, fused_add.
+    dtype, weight_dtype (None if weightless), hidden (int or None if symbolic), ndim, offset, fused_add,
+    rows (the rows normalised, x.numel() / hidden; None if symbolic: the tuning store's key, a norm of one token
+    and of 4096 tokens win or lose apart).
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ def norm_spec(x: Any, weight: Any, offset: float, fused_add: bool) -> dict[str, 
         dict with the keys listed in the module docstring.
     """
     h = x.shape[-1] if x.ndim else None
+    n = x.numel()
+    rows = n // h if isinstance(h, int) and h and isinstance(n, int) else None
     return {
         "dtype": x.dtype,
         "weight_dtype": None if weight is None else weight.dtype,
@@ -106,4 +110,5 @@ def norm_spec(x: Any, weight: Any, offset: float, fused_add: bool) -> dict[str, 
         "ndim": x.ndim,
         "offset": offset,
         "fused_add": fused_add,
+        "rows": rows,
     }

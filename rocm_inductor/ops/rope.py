@@ -179,4 +179,14 @@ def rope_spec(q: Any, k: Any, table: Any, rotary_dim: int, interleaved: bool, ha
         "cached": cached,
         "q_heads": heads(q),
         "k_heads": heads(k),
+        "tokens": _tokens(q, head_axis),
     }
+
+
+def _tokens(q: Any, head_axis: int | None) -> int | None:
+    """Tokens rotated: q's elements over heads x head_dim (the tuning store's key: RoPE wins at 1 token and loses
+    from 32 up on the H200, shipped "rope" entries); None when a size is symbolic or the head axis unknown."""
+    if head_axis is None:
+        return None
+    n, h, d = _static(q.numel()), _static(q.shape[head_axis]), _static(q.shape[-1])
+    return n // (h * d) if n is not None and h and d else None

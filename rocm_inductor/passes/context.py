@@ -14,6 +14,7 @@ from typing import Any
 
 from ..options import Options
 from ..platform import Choice, PlatformDispatch
+from ..refusal import NOT_MEASURED, any_of, kind_of
 from ..report import GraphReport, Match, NearMiss
 
 
@@ -30,6 +31,18 @@ class PassContext:
             tuned), whose ``config`` an emit may bake in;
         is_inference: what Inductor says of the graph (True: an inference graph, False: a training forward or
             backward graph, None: this torch does not say).
+        measuring: the pass now running is tuned and this compile measures (level 2 with a timer:
+            ``tuning.decide.can_measure``): a "not measured" refusal then yields a provisional choice
+            (:meth:`choose`), so the candidate reaches the measurement instead of being refused;
+        fast_path: whether the running pass's literal fast path (``prepare``) ran: it stands aside when the
+            tuning store decides (``tuning.decide.applies``), and ``find`` then covers the forms it takes;
+        trial: the passes that run only as candidates to measure (off by default here);
+        default_off: why the candidate being gated stays with Inductor unless a decision (measured, stored or
+            shipped) says otherwise: set for a trial pass's candidates and by a gate whose size policy would
+            have refused it (``passes/rms_norm``: per-head norms); provisional: the refusal behind a
+            provisional choice (the near-miss when nothing is measured). Both reset per candidate.
+        measured_now: the (op, signature) decisions measured while this graph was rewritten (their identical
+            regions' provenance says "measured now", not "store").
     """
 
     options: Options
@@ -38,6 +51,12 @@ class PassContext:
     last_spec: tuple[str, dict[str, Any]] | None = None
     decision: Any = None
     is_inference: bool | None = None
+    measuring: bool = False
+    fast_path: bool = True
+    trial: frozenset[str] = frozenset()
+    default_off: str | None = None
+    provisional: str | None = None
+    measured_now: set[tuple[str, str]] = dataclasses.field(default_factory=set)
     _near: dict[str, NearMiss] = dataclasses.field(default_factory=dict)
     _matched: set[str] = dataclasses.field(default_factory=set)
 
@@ -49,7 +68,20 @@ class PassContext:
         """Provider for ``op`` under the options' forcing (or ``forced``: a tuning decision's winner), via
         :class:`PlatformDispatch`; remembers ``(op, spec)`` as :attr:`last_spec`."""
         self.last_spec = (op, spec)
-        return PlatformDispatch.choose(op, spec, forced or self.options.provider_for(op))
+        forced = forced or self.options.provider_for(op)
+        choice = PlatformDispatch.choose(op, spec, forced)
+        if choice.provider is None and self.measuring and forced is None \
+                and any_of(choice.reasons, NOT_MEASURED):
+            # measuring is the way out of "not measured": take the first such provider provisionally; the
+            # tuning step measures it against Inductor (or refuses with these reasons when it cannot)
+            from ..providers import get_provider
+
+            names, _ = PlatformDispatch.candidates(op, None)
+            name = next((n for n in names if kind_of(get_provider(n).check(op, spec)) == NOT_MEASURED), None)
+            if name is not None:
+                self.provisional = choice.why_not
+                return Choice(name, choice.reasons)
+        return choice
 
     def matched(self, anchor: str, m: Match) -> None:
         """Record a rewrite anchored at node ``anchor`` (drops any earlier near-miss of that anchor).

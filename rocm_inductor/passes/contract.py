@@ -106,6 +106,9 @@ class RewritePass:
     enabled_by_provider: bool = True
     #: The op whose decisions the tuning store keeps for this pass (``rocm_inductor.tuning``); None: not tuned.
     tuning_op: str | None = None
+    #: ``prepare`` is a literal fast path that rewrites without the tuning step (a pattern family), which ``find``
+    #: also covers: it is skipped where the store decides (``tuning.decide.applies``). False: a clean-up step.
+    literal_fast_path: bool = False
 
     def tuning_spec(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Any,
                     choice: Choice) -> dict[str, Any] | None:
@@ -198,10 +201,17 @@ def tuned(p: RewritePass, graph: Graph, ctx: PassContext, cand: Candidate, param
     if p.tuning_op is None:
         return choice, None
     new, decision = tuning_decide.decide(ctx, p, graph, cand, params, choice)
+    spec = ctx.last_spec[1] if ctx.last_spec else {}
     if new is None:
-        spec = ctx.last_spec[1] if ctx.last_spec else {}
         key = tuning_device.current(tuning_decide.device_type(spec))
         raise Miss(tuning_decide.slower_reason(decision, key))
+    if decision is None or decision.source == "default":
+        # nothing measured or stored decides it: a provisional choice ("not measured") and a candidate that is
+        # off by default stay as they were without the tuning step
+        why = ctx.provisional or ctx.default_off
+        if why is not None:
+            skipped = tuning_decide.skip_reason(decision)
+            raise Miss(why + (f" ({skipped})" if skipped else ""))
     return new, decision
 
 
@@ -212,11 +222,18 @@ def run_pass(p: Any, graph: Graph, ctx: PassContext) -> None:
     if not isinstance(p, RewritePass):
         p(graph, ctx)
         return
-    p.prepare(graph, ctx)
+    decided = tuning_decide.applies(ctx, p)
+    ctx.measuring = decided and tuning_decide.can_measure(ctx.options)
+    # the literal fast path rewrites without asking the store: it stands aside when the store decides
+    ctx.fast_path = not (decided and p.literal_fast_path)
+    if ctx.fast_path:
+        p.prepare(graph, ctx)
     for cand in list(p.find(graph, ctx)):
         # consumed by an earlier rewrite (an erased node keeps its .graph: ask _erased)
         if getattr(cand.anchor, "_erased", False) or cand.anchor.graph is not graph:
             continue
+        ctx.default_off = trial_reason(p, ctx)
+        ctx.provisional = None
         try:
             params = p.read(graph, ctx, cand)
             ctx.last_spec = None
@@ -228,10 +245,20 @@ def run_pass(p: Any, graph: Graph, ctx: PassContext) -> None:
             record_miss(ctx, p.name, cand, miss)
             continue
         finally:
-            ctx.decision = None
+            ctx.decision = ctx.default_off = ctx.provisional = None
         for rec in records if isinstance(records, list) else [records] if records is not None else []:
             if decision is not None and not rec.provenance:
                 rec.provenance = tuning_decide.provenance(decision, tuning_device.current(
                     tuning_decide.device_type(ctx.last_spec[1] if ctx.last_spec else {})))
             ctx.matched(cand.anchor.name, rec)
+    ctx.measuring, ctx.fast_path = False, True
     p.finish(graph, ctx)
+
+
+def trial_reason(p: RewritePass, ctx: PassContext) -> str | None:
+    """Why a candidate of a pass that runs only to be measured (``ctx.trial``: off by default here) stays with
+    Inductor when no decision says otherwise; None for a pass that runs anyway."""
+    if p.name not in ctx.trial:
+        return None
+    return (f"off on {ctx.report.platform.split(':')[0]} by default and not decided on this device (enable with "
+            f"options={{'passes': {{'{p.name}': True}}}})")

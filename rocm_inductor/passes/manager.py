@@ -27,10 +27,11 @@ except ImportError:  # pragma: no cover - older torch: the graph's kind stays un
     _PassBase = CustomGraphPass
 
 from .. import report as report_mod
+from ..lowerings import small_m
 from ..options import COMPILE_ENV, Options
 from ..platform import PlatformDispatch
 from ..tuning import device as tuning_device
-from ..tuning.store import default_store
+from ..tuning.store import default_store, shipped_enabled
 from .canonicalize import canonicalize
 from .context import PassContext, active, current_context  # noqa: F401  (current_context: re-exported)
 
@@ -135,6 +136,24 @@ class PassManager(_PassBase):
                                    "reference)")
         return run, skipped
 
+    def trials(self, skipped: dict[str, str]) -> list[str]:
+        """The tuned passes that are off by default here but run as candidates: because this compile measures
+        (level 2 with a timer, ``tuning.decide.can_measure``: RoPE and the sigmoid gate are measured in context
+        and come out on or off per shape), or, at level 1, because this device's store holds decisions of their
+        ops (measured here earlier). A pass the user turned off stays off."""
+        from ..tuning import decide as tuning_decide
+
+        if self.options.level < 1:
+            return []
+        measuring = tuning_decide.can_measure(self.options)
+        out = []
+        for p in self.passes:
+            if getattr(p, "tuning_op", None) is None or not skipped.get(p.name, "").startswith("off on"):
+                continue
+            if measuring or tuning_decide.stored(p):
+                out.append(p.name)
+        return out
+
     def __call__(self, graph: Graph, is_inference: bool | None = None) -> None:
         """Run the enabled passes on ``graph``; ``is_inference`` (from Inductor where it says) tells the passes'
         near-miss texts whether a value kept as a graph output is saved for backward or returned."""
@@ -143,12 +162,19 @@ class PassManager(_PassBase):
         plat = PlatformDispatch.platform()
         rep = report_mod.new_graph_report(str(plat))
         run, rep.passes_skipped = self.enabled(plat.kind)
+        trial = self.trials(rep.passes_skipped)
+        if trial:  # measured like the others; a candidate nothing decides stays off (contract.trial_reason)
+            run = [p for p in self.passes if p in run or p.name in trial]
+            for name in trial:
+                rep.passes_skipped.pop(name, None)
         if self.options.level == 0 or not run:
             if self.options.level == 0:
                 rep.passes_skipped = {p.name: "level 0" for p in self.passes}
+            else:
+                small_m.redecompose(graph)  # level 2 kept the M = 1 GEMMs for passes that do not run
             report_mod.emit(rep)
             return
-        ctx = PassContext(self.options, rep, is_inference=is_inference)
+        ctx = PassContext(self.options, rep, is_inference=is_inference, trial=frozenset(trial))
         snap = _snapshot(graph)
         try:
             with active(ctx):
@@ -159,6 +185,8 @@ class PassManager(_PassBase):
                     ctx.flush()
                     rep.passes_run.append(p.name)
                     _dump(graph, f"rocm_fused after {p.name}")
+                if self.options.level == 2:  # the M = 1 GEMMs no pass took, as Inductor decomposes them
+                    small_m.redecompose(graph)
                 graph.eliminate_dead_code()
                 graph.lint()
         except Exception as e:
@@ -188,6 +216,7 @@ class PassManager(_PassBase):
         h.update(self.options.key().encode())
         h.update(repr([(k, os.environ.get(k)) for k in COMPILE_ENV]).encode())
         h.update(default_store().fingerprint(tuning_device.current()))
+        h.update(b"shipped" if shipped_enabled() else b"no-shipped")  # ROCM_FUSED_TUNING_SHIPPED=0: other decisions
         h.update(str(PlatformDispatch.platform()).encode())
         h.update(repr(sorted(PlatformDispatch.versions().items())).encode())
         h.update(torch.__version__.encode())

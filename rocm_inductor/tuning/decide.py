@@ -29,6 +29,39 @@ DEFAULT_WHY = ("default (not measured on this device: one level-2 compile or `py
                "measures it)")
 
 
+def can_measure(options: Any) -> bool:
+    """Whether a compile with ``options`` measures what the store lacks: level 2, the tuner installed, and its
+    timer usable here (a GPU, or the tests' fake timer)."""
+    if options.level < 2 or measure_hook is None:
+        return False
+    available = getattr(measure_hook, "available", None)
+    return available is None or available() is None
+
+
+def applies(ctx: Any, pass_: Any) -> bool:
+    """Whether the store's decisions decide ``pass_``'s candidates in this compile: a tuned pass whose ops no
+    provider is forced for, at level >= 1, when this compile measures or this device's store holds entries of
+    its op. Then the pass's literal fast path (``prepare``) stands aside so every candidate reaches ``decide``."""
+    op = getattr(pass_, "tuning_op", None)
+    if op is None or ctx.options.level < 1:
+        return False
+    if any(ctx.options.provider_for(o) is not None for o in getattr(pass_, "ops", (op,))):
+        return False
+    return can_measure(ctx.options) or stored(pass_)
+
+
+def stored(pass_: Any) -> bool:
+    """Whether this device's own store (GPU decisions: ``device.current()``) holds a decision of one of
+    ``pass_``'s ops."""
+    op = getattr(pass_, "tuning_op", None)
+    if op is None:
+        return False
+    try:
+        return default_store().has_own(device.current(), tuple(getattr(pass_, "ops", (op,))))
+    except OSError:
+        return False
+
+
 def tuning_target(ctx: Any, pass_: Any, graph: Any, cand: Any, params: Any, choice: Any
                   ) -> tuple[str, dict[str, Any]] | None:
     """The (op, spec) the candidate's decision is keyed by: the pass's ``tuning_spec`` for its ``tuning_op``,
@@ -61,6 +94,19 @@ def provenance(d: Decision, key: device.DeviceKey) -> str:
     head = {"measured": f"measured now on {key.name}", "store": "store (measured on this device earlier)"}.get(
         d.source, f"{d.source} ({d.evidence})" if d.evidence else d.source)
     return f"{head}: {times}" if times else head
+
+
+def skip_reason(d: Decision | None) -> str:
+    """Why a default decision was not measured (the tuner's last skip of its op and signature, or the
+    measurement's failure), for the near-miss of a candidate that stays with Inductor; empty when unknown."""
+    if d is None:
+        return ""
+    if d.evidence:
+        return d.evidence
+    for op, sig, why in reversed(getattr(measure_hook, "skipped", None) or []):
+        if (op, sig) == (d.op, d.signature):
+            return why
+    return ""
 
 
 def slower_reason(d: Decision, key: device.DeviceKey) -> str:
@@ -98,6 +144,9 @@ def decide(ctx: Any, pass_: Any, graph: Any, cand: Any, params: Any, choice: Any
     sig = signature(op, spec)
     store = default_store()
     d = store.lookup(key, op, sig)
+    now = getattr(ctx, "measured_now", None)
+    if d is not None and now is not None and (op, sig) in now:  # an identical region measured in this graph
+        d = dataclasses.replace(d, source="measured")
     if d is None and ctx.options.level >= 2 and measure_hook is not None:
         try:
             d = measure_hook(ctx, pass_, graph, cand, params, choice)
@@ -108,6 +157,8 @@ def decide(ctx: Any, pass_: Any, graph: Any, cand: Any, params: Any, choice: Any
                                     evidence=f"measuring failed: {type(e).__name__}: {e}")
         if d is not None:
             d = dataclasses.replace(d, source="measured")
+            if now is not None:
+                now.add((op, sig))
             try:
                 store.record(key, d)
             except OSError:  # a read-only cache dir: keep the decision for this compile

@@ -29,7 +29,8 @@ import torch
 from .window import InputSpec
 
 #: Env var naming fake times per label (``"inductor=10,triton=4"``; a label ``"triton:<config>"`` also matches
-#: ``"triton"``). Tests and ``python -m rocm_inductor tune`` in tests only: the times are made up.
+#: ``"triton"``; ``"rope/triton=9"`` applies to the windows of one op). Tests and ``python -m rocm_inductor tune``
+#: in tests only: the times are made up.
 FAKE_ENV = "ROCM_FUSED_TUNE_FAKE_TIMER"
 #: Most input sets one replay cycles through (graph size and capture time stay small for tiny windows, which then
 #: partly stay in L2: a norm of one token reads 12 KiB a call, 4096 sets = 48 MiB).
@@ -108,8 +109,9 @@ class GraphTimer:
 
 
 class FakeTimer:
-    """Times from a table, for tests (no GPU): ``times[label]``, else ``times[label before ":"]``, else
-    ``default``. Calls ``fn`` once on the first input set, so a candidate that raises still raises.
+    """Times from a table, for tests (no GPU): ``times["<op>/<label>"]`` (:attr:`op`: the window's op, set by the
+    worker per job), else ``times[label]``, else ``times[label before ":"]``, else ``default``. Calls ``fn`` once
+    on the first input set, so a candidate that raises still raises.
 
     Args:
         times: label -> microseconds; default: the time of a label not in the table.
@@ -121,6 +123,7 @@ class FakeTimer:
         self.times = dict(times)
         self.default = default
         self.calls: list[str] = []
+        self.op = ""
 
     @classmethod
     def parse(cls, text: str) -> FakeTimer:
@@ -145,7 +148,10 @@ class FakeTimer:
         """The table's time for ``label`` (after one call of ``fn``)."""
         fn(*input_sets[0])
         self.calls.append(label)
-        return self.times.get(label, self.times.get(label.split(":")[0], self.default))
+        for key in (f"{self.op}/{label}", f"{self.op}/{label.split(':')[0]}", label, label.split(":")[0]):
+            if key in self.times:
+                return self.times[key]
+        return self.default
 
 
 def timer() -> Timer:

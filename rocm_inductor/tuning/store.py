@@ -32,6 +32,14 @@ SHIPPED_DIR = Path(__file__).parent / "shipped"
 
 #: Environment variable naming another store root (benchmarks measure "from an empty store" with it).
 ROOT_ENV = "ROCM_FUSED_TUNING_DIR"
+#: Environment variable: ``"0"`` ignores the shipped entries (a store that starts truly empty: what a GPU model
+#: without shipped entries sees; ``benchmarks/e2e/tuning.py``'s ``tuned_from_empty``).
+SHIPPED_ENV = "ROCM_FUSED_TUNING_SHIPPED"
+
+
+def shipped_enabled() -> bool:
+    """False when :data:`SHIPPED_ENV` is ``"0"`` (the shipped entries are then ignored everywhere)."""
+    return os.environ.get(SHIPPED_ENV, "1").strip() != "0"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,7 +204,7 @@ class DecisionStore:
 
     def shipped_all(self) -> list[tuple[dict[str, Any], list[Decision]]]:
         """Every shipped file's ``device`` (``{"name", "arch"}``) and decisions, in file-name order."""
-        if self.shipped_dir is None or not self.shipped_dir.is_dir():
+        if self.shipped_dir is None or not self.shipped_dir.is_dir() or not shipped_enabled():
             return []
         out = []
         for path in sorted(self.shipped_dir.glob("*.json")):
@@ -241,6 +249,10 @@ class DecisionStore:
         own = [dataclasses.replace(d, source="store") for d in self._own(key).values() if d.op == op]
         have = {d.signature for d in own}
         return own + [d for d in self.shipped(key) if d.op == op and d.signature not in have]
+
+    def has_own(self, key: DeviceKey, ops: tuple[str, ...] | list[str]) -> bool:
+        """Whether ``key``'s own file holds an entry of one of ``ops``."""
+        return any(d.op in ops for d in self._own(key).values())
 
     def record(self, key: DeviceKey, decision: Decision) -> None:
         """Add or replace ``decision`` in ``key``'s file, written atomically (a temporary file in the same

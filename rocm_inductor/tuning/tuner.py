@@ -65,6 +65,10 @@ class Tuner:
         self.skipped: list[tuple[str, str, str]] = []
         self.progress: Callable[[str], None] | None = None
 
+    def available(self) -> str | None:
+        """None when this process can time windows (a GPU, or the fake timer), else why not (``"no GPU"``)."""
+        return measure.timer().available()
+
     def reset(self) -> None:
         """Forget this process's measurements (tests; the worker's cache is ``worker.reset``)."""
         self.measured.clear()
@@ -169,10 +173,19 @@ def decision_of(op: str, sig: str, res: worker.Result, region: int, neighbours: 
         winner, config = best.split(":")[0], res.configs.get(best)
     else:
         winner, config = "inductor", None
+    times = dict(res.times)
+    tiles = {k: v for k, v in ours.items() if k.startswith("triton:")}
+    if op in GEMM_OPS and tiles:
+        # the GEMM tables read a decision back as a row (tuning/tables.py:row): ours = the best tile, with its
+        # config, next to the baseline, whoever won
+        tile = min(tiles, key=tiles.get)
+        times.setdefault("triton", tiles[tile])
+        times.setdefault("unfolded" if op == "rms_norm_gemm" else "inductor", base)
+        config = config if winner != "inductor" else res.configs.get(tile)
     parts = [f"window: region of {region} nodes + {neighbours} fusible neighbours, {res.copies} input sets per "
              f"replay; baseline {base_label}"]
     parts += [f"refused {k}: {v}" for k, v in res.refused.items()]
-    return Decision(op, sig, winner, config, dict(res.times), "measured", "; ".join(parts))
+    return Decision(op, sig, winner, config, times, "measured", "; ".join(parts))
 
 
 #: The process's tuner, installed as ``decide.measure_hook``.

@@ -177,6 +177,8 @@ def run_job(job: Job, timer: measure.Timer, mode: str | None = None) -> Result:
     (default from the environment). Never raises: failures are in :attr:`Result.error` / :attr:`Result.refused`."""
     mode = mode or _compile_mode()
     res = Result(job.key)
+    if hasattr(timer, "op"):  # the fake timer's per-op times
+        timer.op = job.op
     device = "cuda" if torch.cuda.is_available() and any(s.device == "cuda" for s in job.inputs) else "cpu"
     try:
         ref_args = measure.make_inputs(job.inputs, 1, device, seed=1)[0]

@@ -100,6 +100,7 @@ class AttentionPass(RewritePass):
 
     name = "attention"
     ops = ops_of(name)
+    tuning_op = "decode_attention"  # decisions per shape incl. batch (rocm_inductor.tuning)
 
     def find(self, graph: Graph, ctx: PassContext) -> list[Candidate]:
         cands = [Candidate(sdpa, "attention (SDPA)", sdpa_candidate) for target in SDPA_TARGETS

@@ -49,6 +49,8 @@ class RMSNormPass(RewritePass):
 
     name = "rms_norm"
     ops = ops_of(name)
+    tuning_op = "rms_norm"  # decisions per shape incl. rows (rocm_inductor.tuning)
+    literal_fast_path = True
 
     def prepare(self, graph: Graph, ctx: PassContext) -> None:
         """The pattern family; its ``extra_check`` records each match and near-miss."""

@@ -159,8 +159,11 @@ def gate(ctx: PassContext, norm: Norm) -> Choice:
         min_h = NORM_MIN_HIDDEN.get(PlatformDispatch.platform().kind, 0)
         h = xv.shape[-1]
         if ctx.options.provider_for("rms_norm") is None and isinstance(h, int) and h < min_h:
-            raise Miss(f"not rewritten: normalised size {h} < policy.NORM_MIN_HIDDEN={min_h}: left to Inductor; "
-                       "force a provider to rewrite it", overwrite=False)
+            why = (f"not rewritten: normalised size {h} < policy.NORM_MIN_HIDDEN={min_h}: left to Inductor; "
+                   "force a provider to rewrite it")
+            if not ctx.measuring:
+                raise Miss(why, overwrite=False)
+            ctx.default_off = why  # measured in context instead; stays off unless a decision says otherwise
         choice = ctx.choose("rms_norm", norm_spec(xv, wv, off, False))
         if choice.provider is None:
             raise Miss(f"not rewritten: {choice.why_not}", overwrite=False)

@@ -86,6 +86,7 @@ class RoPEPass(RewritePass):
 
     name = "rope"
     ops = ops_of(name)
+    tuning_op = "rope"  # decisions per shape incl. tokens (rocm_inductor.tuning)
 
     def find(self, graph: Graph, ctx: PassContext) -> Iterable[Candidate]:
         """Every rotation, folded and checked (``fold.check``), before any rewrite: first those the op can't

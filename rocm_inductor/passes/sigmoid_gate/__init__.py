@@ -107,13 +107,14 @@ class Gate:
     g_view: Node | None = None
 
 
-def _read(cand: Candidate) -> Gate:
+def _read(cand: Candidate, plain: bool = False) -> Gate:
     """The gate below the candidate's sigmoid: a cast form the pattern family did not see. Sets ``cand.where``
     to the multiply, whose line the near-misses name.
 
     Raises:
         Miss: silent when it is no gate (no multiply, the plain form, broadcast, SiLU / GLU); with the reason
-            when the dtypes or the consumer rule the op out.
+            when the dtypes or the consumer rule the op out. ``plain``: take the plain form too (the pattern
+            family stood aside: ``ctx.fast_path``).
     """
     sig = cand.anchor
     if len(sig.users) != 1 or not isinstance(sig.args[0], Node):
@@ -135,7 +136,7 @@ def _read(cand: Candidate) -> Gate:
             mul = u
         chain.append(u)
         cur = u
-    if mul is None or (sig.args[0] is g and chain[0] is mul and len(chain) == 1 and g_view is None):
+    if mul is None or (not plain and sig.args[0] is g and chain[0] is mul and len(chain) == 1 and g_view is None):
         raise Miss("", silent=True)  # no multiply, or the plain uncast form (the pattern family saw it)
     cand.where = mul
     xp = mul.args[1] if strip_casts(mul.args[0]) is sig or mul.args[0] in chain else mul.args[0]
@@ -173,6 +174,8 @@ class SigmoidGatePass(RewritePass):
 
     name = "sigmoid_gate"
     ops = ops_of(name)
+    tuning_op = "sigmoid_gate"  # decided in context (rocm_inductor.tuning)
+    literal_fast_path = True
 
     def prepare(self, graph: Graph, ctx: PassContext) -> None:
         """The pattern family (the plain form); its ``extra_check`` records each outcome."""
@@ -185,7 +188,7 @@ class SigmoidGatePass(RewritePass):
 
     def read(self, graph: Graph, ctx: PassContext, cand: Candidate) -> Gate:
         """The cast form below the sigmoid (:func:`_read`)."""
-        return _read(cand)
+        return _read(cand, plain=not ctx.fast_path)
 
     def gate(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Gate) -> Choice:
         """Extract and verify the region against ``sigmoid_gate_ref``, then choose the provider."""

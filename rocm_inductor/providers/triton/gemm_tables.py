@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from ...refusal import NOT_MEASURED, Refusal
 from ...tuning import device as tuning_device
 from ...tuning import tables as tuning_tables
 from ...tuning.store import default_store
@@ -153,8 +154,9 @@ def measured_loss(spec: dict[str, Any], device: str | None = None) -> str | None
     if not entries:
         if not knobs.current().unmeasured:
             what = "shape" if any(e.get("device") == device for e in load_table()) else "GPU"
-            return (f"{what} not measured: K={k} N={'/'.join(map(str, ns))} on {device} (run "
-                    "benchmarks/sweeps/sweep_decode_gemm.py, or set ROCM_FUSED_GEMM_UNMEASURED=1)")
+            return Refusal(f"{what} not measured: K={k} N={'/'.join(map(str, ns))} on {device} (a level-2 compile "
+                           "measures it; or run benchmarks/sweeps/sweep_decode_gemm.py, or set "
+                           "ROCM_FUSED_GEMM_UNMEASURED=1)", NOT_MEASURED)
         return None
     m = spec.get("m")
     hi = m if m is not None else spec.get("m_upper")

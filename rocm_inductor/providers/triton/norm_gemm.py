@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from ...refusal import NOT_MEASURED, Refusal
 from . import gemm_knobs as knobs
 from . import gemm_merge as gm
 from . import gemm_tables as tables
@@ -76,6 +77,11 @@ def check(spec: dict[str, Any], device: str | None = None) -> str | None:
     if m is None:
         return "symbolic M: prologue tiles are measured per static M (tuning store: rms_norm_gemm)"
     if prologue_config(m, k, ns, spec.get("dtype"), device) is None:
+        path = knobs.current().norm_table
+        rows = tables.table_entries(k, ns, spec.get("dtype"), device, path, tables.tuning_tables.NORM_OP)
+        if not any(e["m"] >= m for e in rows):
+            return Refusal(f"no measured prologue tile at M={m} K={k} N {'/'.join(map(str, ns))} on {device} (none "
+                           "measured: a level-2 compile measures it; tuning store: rms_norm_gemm)", NOT_MEASURED)
         return (f"no measured prologue tile beats the norm kernel + GEMM at M={m} K={k} N {'/'.join(map(str, ns))} "
                 f"on {device} (tuning store: rms_norm_gemm; benchmarks/ops/bench_norm_gemm_pair.py --tiles)")
     return None
