@@ -36,7 +36,7 @@ from ...platform import Choice
 from ...registry import ops_of
 from ...report import Match as MatchRecord
 from ..context import PassContext
-from ..contract import Candidate, RewritePass
+from ..contract import Candidate, Miss, RewritePass
 from . import discovery
 from .discovery import Norm
 from .patterns import EXAMPLE_DTYPES, FORMS, patterns  # noqa: F401  (the pattern table, importable here)
@@ -60,10 +60,16 @@ class RMSNormPass(RewritePass):
 
     def find(self, graph: Graph, ctx: PassContext) -> Iterable[Candidate]:
         """Every rsqrt left: the patterns rewrote theirs (read skips a dead one)."""
-        return [Candidate(rs, "RMSNorm") for rs in graph.find_nodes(op="call_function", target=aten.rsqrt.default)]
+        norms = [Candidate(rs, "RMSNorm") for rs in graph.find_nodes(op="call_function", target=aten.rsqrt.default)]
+        return norms + [Candidate(c, "RMSNorm (F.normalize)", "normalize") for c in
+                        graph.find_nodes(op="call_function", target=aten.clamp_min.default)]
 
     def read(self, graph: Graph, ctx: PassContext, cand: Candidate) -> Norm:
-        """x, eps and the output chain below the rsqrt (:func:`discovery.read`)."""
+        """x, eps and the output chain below the rsqrt (:func:`discovery.read`); an L2 normalisation's clamp is
+        a near-miss (:func:`discovery.normalize_miss`), any other clamp ends silently."""
+        if cand.data == "normalize":
+            why = discovery.normalize_miss(cand.anchor)
+            raise Miss(why or "", silent=why is None)
         return discovery.read(cand.anchor)
 
     def gate(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Norm) -> Choice:
