@@ -175,7 +175,7 @@ SPELLINGS = {
     "meta_llama_blhd": (meta_llama_blhd, "blhd", "additive", HKV, "full", None),
     "mpt_pretransposed": (mpt_pretransposed, "blhd", "bool", HQ, "full", None),
     "falcon_float_mask": (falcon_float_mask, "bhld", "additive", HQ, "full", None),
-    "whisper_3d_bmm": (whisper_3d_bmm, "bhld", "additive_bh", HQ, "full", None),
+    "whisper_3d_bmm": (whisper_3d_bmm, "bhld", "additive_bh", HQ, "near-miss", "3D bmm"),
     "deepseek_v3_mla": (deepseek_v3_mla, "bhld", "additive_flat", HQ, "near-miss", "sum of two products"),
     "gemma2_softcap": (gemma2_softcap, "bhld", "additive", HQ, "near-miss", "softcap"),
 }
