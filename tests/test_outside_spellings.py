@@ -49,7 +49,7 @@ def _records(seen, pass_name: str, spans: dict[str, range]) -> tuple[dict, dict]
     return got, missed
 
 
-@pytest.mark.slow  # 3 compiles: about 13 s of CPU after the process's first compile (CPU, 2026-12 CI box)
+@pytest.mark.slow  # 3 compiles: about 13 s of CPU after the process's first compile (getrusage, CPU dev machine)
 def test_attention_outside_spellings():
     """Four spellings per compile (one compile's fixed cost shared; measured: 4 in one graph about 1 s of CPU,
     4 graphs about 2.3 s, after the process's first compile)."""

@@ -2,12 +2,15 @@
 masked_fill(~m, -inf | v) | where(m, s, -inf | v))``; scale = a * b * c (softmax spellings: ``softmax.py``).
 
 Covers HF's eager attention, K/V of 1 head broadcast over q's heads by ``matmul`` (MQA, the op reads the one kv
-head), CPU SDPA's own decomposition (Dv != D, a 3D mask), SDPA's math fallback (half q/k/v up-cast to float32
+head), scores by ``baddbmm(input, q, k^T, beta=0, alpha=c)`` with k transposed after its (B*H) flattening
+(GPT-BigCode / CodeGen ``_attn``), k permuted straight from a (B, L, H, D) cache to (B, H, D, L) (MPT),
+CPU SDPA's own decomposition (Dv != D, a 3D mask), SDPA's math fallback (half q/k/v up-cast to float32
 and the result cast back), and GPT-OSS's attention with sinks (``softmax(cat([s, sinks], -1))[..., :-1]``,
 ``softmax.sink_softmax``: the op's ``sinks``). Every node from the scores on must feed only this attention (the
 q/k/v/mask/sink preparation may be shared, e.g. two attentions over one cache).
 Near-misses, each with its reason (a softmax over bmm scores feeding a bmm is never skipped silently): 3D bmm
-attention, a tensor scale, an unrecognised mask or softmax spelling, dropout on the probabilities, a sink form
+attention (the scores' own reason first: MLA's two products), soft-capped scores (Gemma2), baddbmm with a bias
+(beta != 0: ALiBi), a tensor scale, an unrecognised mask or softmax spelling, dropout on the probabilities, a sink form
 the op cannot take, a fill the op cannot mean exactly, scores or probabilities used elsewhere
 (``output_attentions``).
 """

@@ -17,8 +17,11 @@ Training graphs keep intermediates for backward, so nothing matches there (repor
 The steps (``passes/contract.py``): ``prepare`` runs the pattern family (``patterns.py``, the table above);
 ``find`` .. ``emit`` run discovery (``discovery.py``) on every ``rsqrt(mean(x^2, -1) + eps)`` the patterns
 left, which covers norms computed without an upcast (FLA/Mamba references, ImageGPT), ``x / sqrt(...)``, and
-weightless norms whose final multiply is in the input dtype (DeepSeek-V4). A candidate not rewritten is a
-near-miss (``reasons.py`` names the failed check).
+weightless norms whose final multiply is in the input dtype (DeepSeek-V4), and norms whose ``x^2`` CSE shared
+with another consumer (PolyNorm's ``norm(x)`` next to ``norm(x ** 2)``: the norm gets its own square). A
+candidate not rewritten is a near-miss (``reasons.py`` names the failed check); so is every L2 normalisation
+``x / clamp_min(||x||_2, eps)`` (``F.normalize``; x-transformers' RMSNorm multiplies it by ``sqrt(H) * g``):
+clamping the norm at eps is not rms_norm's eps under the root, so no rms_norm gives its value near the clamp.
 
    x ──► up ──► pow2 ─► mean ─► +eps ─► rsqrt ─┐                x ─┐
          └──────────────────────────────────── * ─► down ─► *w     ├─► rocm_fused::rms_norm(x, w, eps)
