@@ -253,3 +253,130 @@ def rms_norm_64(x: torch.Tensor, w: torch.Tensor | None, eps: float, offset: flo
     x = x.double()
     y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     return y if w is None else y * (w.double() + offset)
+
+
+# --- Outside the corpus (issue 32): each class names the file it paraphrases. ``OUTSIDE`` below. ---------------
+
+
+class VllmFp32Residual(Norm):  # vllm model_executor/layers/layernorm.py RMSNorm.forward_static(x, residual)
+    def forward2(self, x, r):  # up-cast x, the residual promoted to float32 by the add, residual = sum rounded
+        orig = x.dtype
+        h = x.to(torch.float32)
+        h = h + r
+        residual = h.to(orig)
+        h = h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return h.to(orig) * self.weight, residual
+
+
+class PolyNorm(nn.Module):  # Motif-Technologies modeling_motif.py PolyNorm (arXiv 2411.03884): 3 norms of x^k
+    def __init__(self, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(3) / 3 + 0.1 * torch.randn(3))
+        self.bias = nn.Parameter(torch.zeros(1) + 0.1)
+        self.eps = eps
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def norm(self, x):
+        return (self.weight[0] * self._norm(x ** 3) + self.weight[1] * self._norm(x ** 2)
+                + self.weight[2] * self._norm(x) + self.bias)
+
+
+class XTransformersNormalize(nn.Module):  # lucidrains/x-transformers x_transformers.py RMSNorm
+    def __init__(self):
+        super().__init__()
+        self.scale = H ** 0.5
+        self.g = nn.Parameter(1.0 + 0.1 * torch.randn(H))
+
+    def norm(self, x):  # F.normalize clamps ||x|| at 1e-12 where RMSNorm adds eps under the root
+        return F.normalize(x, dim=-1) * self.scale * self.g
+
+
+class T5LayerNorm(Norm):  # transformers models/t5/modeling_t5.py T5LayerNorm (an RMSNorm, "no mean")
+    def norm(self, x):
+        variance = x.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        h = x * torch.rsqrt(variance + self.eps)
+        if self.weight.dtype in (torch.float16, torch.bfloat16):
+            h = h.to(self.weight.dtype)
+        return self.weight * h
+
+
+class MambaGated(Norm):  # transformers models/mamba2/modeling_mamba2.py MambaRMSNormGated(x, gate)
+    def forward2(self, x, gate):  # the norm of x * silu(gate) in float32: an RMSNorm of a gated tensor
+        dt = x.dtype
+        h = x.to(torch.float32)
+        h = h * F.silu(gate.to(torch.float32))
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(dt)
+
+
+class OlmoRMSLayerNorm(Norm):  # allenai/OLMo olmo/model.py RMSLayerNorm with bias (weight * x + bias)
+    def __init__(self, eps=1e-5):
+        super().__init__(eps)
+        self.bias = nn.Parameter(0.1 * torch.randn(H))
+
+    def norm(self, x):
+        og = x.dtype
+        h = x.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(og) + self.bias
+
+
+class InternLM2(Norm):  # internlm/internlm2 modeling_internlm2.py InternLM2RMSNorm
+    def norm(self, x):
+        input_dtype = x.dtype
+        h = x.to(torch.float32)
+        variance = h.pow(2).mean(-1, keepdim=True)
+        h = h * torch.rsqrt(variance + self.eps)
+        return self.weight * h.to(input_dtype)
+
+
+class ChatGLM(Norm):  # THUDM/chatglm3-6b modeling_chatglm.py RMSNorm: the product in float32, cast last
+    def norm(self, x):
+        input_dtype = x.dtype
+        variance = x.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        h = x * torch.rsqrt(variance + self.eps)
+        return (self.weight * h).to(input_dtype)
+
+
+class MistralRef(Norm):  # mistralai/mistral-inference one_file_ref.py RMSNorm
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def norm(self, x):
+        return self._norm(x.float()).type_as(x) * self.weight
+
+
+class DivSqrtVar(Norm):  # x / sqrt(var + eps), var = pow(2).mean: NVIDIA/Megatron-LM / apex-style reference
+    def norm(self, x):
+        h = x.float()
+        var = h.pow(2).mean(-1, keepdim=True)
+        return (self.weight * (h / torch.sqrt(var + self.eps))).to(x.dtype)
+
+
+class TwoInput(nn.Module):
+    """A norm whose forward takes a second tensor (a residual or a gate): ``forward2(x, r)``."""
+
+    def __init__(self, norm: nn.Module):
+        super().__init__()
+        self.n = norm
+
+    def forward(self, x, r):
+        return self.n.forward2(x, r)
+
+
+#: name -> (module class, the op counts a full rewrite leaves: (rms_norm, fused_add_rms_norm), expectation,
+#: a phrase of the near-miss reason). "full": every RMSNorm in it rewritten, numerics per docs/ops.md.
+OUTSIDE = {
+    "vllm_fp32_residual": (VllmFp32Residual, (0, 1), "full", None),
+    "polynorm": (PolyNorm, (3, 0), "full", None),
+    "xtransformers_normalize": (XTransformersNormalize, (0, 0), "near-miss", "F.normalize"),
+    "t5_layernorm": (T5LayerNorm, (1, 0), "full", None),
+    "mamba2_gated": (MambaGated, (1, 0), "full", None),
+    "olmo_bias": (OlmoRMSLayerNorm, (1, 0), "full", None),
+    "internlm2": (InternLM2, (1, 0), "full", None),
+    "chatglm": (ChatGLM, (1, 0), "full", None),
+    "mistral_ref": (MistralRef, (1, 0), "full", None),
+    "div_sqrt_var": (DivSqrtVar, (1, 0), "full", None),
+}

@@ -2,12 +2,15 @@
 masked_fill(~m, -inf | v) | where(m, s, -inf | v))``; scale = a * b * c (softmax spellings: ``softmax.py``).
 
 Covers HF's eager attention, K/V of 1 head broadcast over q's heads by ``matmul`` (MQA, the op reads the one kv
-head), CPU SDPA's own decomposition (Dv != D, a 3D mask), SDPA's math fallback (half q/k/v up-cast to float32
+head), scores by ``baddbmm(input, q, k^T, beta=0, alpha=c)`` with k transposed after its (B*H) flattening
+(GPT-BigCode / CodeGen ``_attn``), k permuted straight from a (B, L, H, D) cache to (B, H, D, L) (MPT),
+CPU SDPA's own decomposition (Dv != D, a 3D mask), SDPA's math fallback (half q/k/v up-cast to float32
 and the result cast back), and GPT-OSS's attention with sinks (``softmax(cat([s, sinks], -1))[..., :-1]``,
 ``softmax.sink_softmax``: the op's ``sinks``). Every node from the scores on must feed only this attention (the
 q/k/v/mask/sink preparation may be shared, e.g. two attentions over one cache).
 Near-misses, each with its reason (a softmax over bmm scores feeding a bmm is never skipped silently): 3D bmm
-attention, a tensor scale, an unrecognised mask or softmax spelling, dropout on the probabilities, a sink form
+attention (the scores' own reason first: MLA's two products), soft-capped scores (Gemma2), baddbmm with a bias
+(beta != 0: ALiBi), a tensor scale, an unrecognised mask or softmax spelling, dropout on the probabilities, a sink form
 the op cannot take, a fill the op cannot mean exactly, scores or probabilities used elsewhere
 (``output_attentions``).
 """
@@ -20,7 +23,7 @@ import torch
 from torch.fx import Node
 
 from ..contract import Miss
-from ..fx import RESHAPES, is_call, known_equal, shape
+from ..fx import CONVERT, RESHAPES, insert_call, is_call, known_equal, shape
 from .emit import Attention
 from .heads import strip_clones
 from .masks import WHERES, MaskSource, fill_mask, mask_source
@@ -28,6 +31,9 @@ from .softmax import normalised_exp, reaches, sink_softmax, softmax_input, strip
 
 aten = torch.ops.aten
 _BMM = (aten.bmm.default,)
+#: The scores' product: ``bmm``, or ``baddbmm(input, a, b, beta=0, alpha=c)`` (= c * a @ b: with beta 0 torch
+#: ignores ``input``, its NaN/inf included; GPT-BigCode / CodeGen / GPT-NeoX's ``_attn``).
+_SCORE_BMM = (aten.bmm.default, aten.baddbmm.default)
 
 
 def _unflatten(n: Any) -> Any:
@@ -41,33 +47,90 @@ def _unflatten(n: Any) -> Any:
     return x if len(shape(x)) == 4 else None
 
 
+def _view(src: Node, perm: list[int], at: Node) -> Node:
+    """``permute(src, perm)``: an existing such node, else one inserted before ``at`` (a view; dead code when the
+    candidate is not taken, which the manager removes)."""
+    for u in src.users:
+        if is_call(u, aten.permute.default) and list(u.args[1]) == perm:
+            return u
+    return insert_call(at.graph, at, aten.permute.default, (src, perm), like=src)
+
+
+def _k_of(kt: Any, at: Node) -> Any:
+    """``k`` (B, H, L, D) of the scores' 4D ``k^T``: ``kt = k.transpose(-1, -2)``, or a permute of a (B, L, H, D)
+    cache straight to (B, H, D, L) (MPT's ``rearrange('b s (h d) -> b h d s')``: permute (0, 2, 3, 1)), whose
+    (B, H, L, D) permute becomes ``k`` (:func:`_view`). None when neither."""
+    if is_call(kt, aten.permute.default) and list(kt.args[1]) == [0, 1, 3, 2]:
+        return kt.args[0]
+    if is_call(kt, aten.transpose.int) and sorted(d % 4 for d in kt.args[1:3]) == [2, 3]:
+        return kt.args[0]
+    if is_call(kt, aten.permute.default) and len(kt.args[1]) == 4 and kt.args[1][0] == 0 and \
+            sorted(kt.args[1]) == [0, 1, 2, 3]:
+        perm = list(kt.args[1])
+        perm[2], perm[3] = perm[3], perm[2]
+        return _view(kt.args[0], perm, at)
+    return None
+
+
+def _k_operand(n: Any, at: Node) -> tuple[Any, float] | str:
+    """``(k, b)`` of the scores' second bmm operand ``n``: ``reshape(b * k^T)`` of a 4D ``k^T`` (:func:`_k_of`),
+    or ``(b * reshape(k, [B*H, L, D])).transpose(1, 2)`` (the transpose after the flattening: GPT-BigCode,
+    fairseq); else why not."""
+    k4 = _unflatten(n)
+    if k4 is not None:
+        kt, b = strip_scale(k4)
+        k = _k_of(kt, at)
+        if k is None:
+            return (f"the scores' second bmm operand is {getattr(kt, 'target', kt)} {getattr(kt, 'args', ())[1:]}, "
+                    "not k.transpose(-1, -2) of a 4D K")
+        return k, b
+    if (is_call(n, aten.permute.default) and list(n.args[1]) == [0, 2, 1]) or \
+            (is_call(n, aten.transpose.int) and sorted(d % 3 for d in n.args[1:3]) == [1, 2]):
+        k3, b = strip_scale(n.args[0])
+        if is_call(k3, *RESHAPES):
+            k = strip_clones(k3.args[0])
+            s4, s3 = shape(k), shape(k3)
+            if len(s4) == 4 and len(s3) == 3 and known_equal(s3[0], s4[0] * s4[1]) and \
+                    known_equal(s3[1], s4[2]) and known_equal(s3[2], s4[3]):
+                return k, b
+    return "the operands of the scores' bmm are not (B*H)-flattened 4D q and k^T"
+
+
 def _qk_or_why(n: Any) -> tuple[Any, Any, float] | str:
     """``(q, k, scale)`` of scores ``n = c * reshape(bmm(reshape(a * q), reshape(b * k^T)))``, else why not."""
     n, c = strip_scale(n)
     if is_call(n, aten.mul.Tensor, aten.div.Tensor) and len(n.args) == 2 and not isinstance(n.args[1], (int, float)):
         return (f"the scores are scaled by {getattr(n.args[1], 'name', n.args[1])}, not a compile-time number "
                 "(the op's scale is a float)")
-    if is_call(n, aten.add.Tensor) and all(is_call(a, *RESHAPES, *_BMM) and reaches(a, _BMM, 2) for a in n.args):
+    if is_call(n, aten.add.Tensor) and all(is_call(a, *RESHAPES, *_SCORE_BMM) and reaches(a, _SCORE_BMM, 2)
+                                           for a in n.args):
         return ("the scores are a sum of two products (MLA's q_nope @ k_nope^T + q_pe @ k_pe^T, decoupled RoPE): "
                 "the op takes one q @ k^T")
-    if is_call(n, *_BMM):
+    if is_call(n, aten.tanh.default) or (is_call(n, CONVERT) and is_call(n.args[0], aten.tanh.default)):
+        return ("the scores are soft-capped (c * tanh(s / c): Gemma2's attn_logit_softcapping): the op has no "
+                "softcap")
+    if is_call(n, *_SCORE_BMM):
         return "the scores are a 3D bmm over (B*H, Lq, Lkv), not a (B, H, Lq, Lkv) view: the op takes (B, H, L, D)"
-    if not (is_call(n, *RESHAPES) and len(shape(n)) == 4 and is_call(n.args[0], *_BMM)):
+    if not (is_call(n, *RESHAPES) and len(shape(n)) == 4 and is_call(n.args[0], *_SCORE_BMM)):
         what = n.target if isinstance(n, Node) else n
         return (f"the softmax input is {what}, not c * (q @ k^T) viewed (B, H, Lq, Lkv), with a mask (if any) "
                 "added or masked_fill(~m, -inf | finfo.min) after the scaling")
-    q4, k4 = (_unflatten(x) for x in n.args[0].args)
-    if q4 is None or k4 is None:
+    bm, alpha = n.args[0], 1.0
+    operands = bm.args
+    if bm.target is aten.baddbmm.default:
+        beta, alpha = bm.kwargs.get("beta", 1), bm.kwargs.get("alpha", 1)
+        if len(bm.args) > 3 or not isinstance(alpha, (int, float)) or beta != 0:
+            return (f"the scores are baddbmm(input, q, k^T, beta={bm.kwargs.get('beta', 1)}): a bias added to the "
+                    "scores through baddbmm's input (ALiBi?) besides the mask; the op takes beta=0 only")
+        operands = bm.args[1:3]
+    q4, kb = _unflatten(operands[0]), _k_operand(operands[1], bm)
+    if q4 is None:
         return "the operands of the scores' bmm are not (B*H)-flattened 4D q and k^T"
+    if isinstance(kb, str):
+        return kb
     q, a = strip_scale(q4)
-    kt, b = strip_scale(k4)
-    if is_call(kt, aten.permute.default) and list(kt.args[1]) == [0, 1, 3, 2]:
-        k = kt.args[0]
-    elif is_call(kt, aten.transpose.int) and sorted(d % 4 for d in kt.args[1:3]) == [2, 3]:
-        k = kt.args[0]
-    else:
-        return f"the scores' second bmm operand is {getattr(kt, 'target', kt)}, not k.transpose(-1, -2) of a 4D K"
-    return q, k, a * b * c
+    k, b = kb
+    return q, k, a * b * c * alpha
 
 
 def _is_qk(n: Any) -> bool:
@@ -82,7 +145,7 @@ def _not_softmax(p_raw: Any, p: Any) -> None:
     if inner is not None and softmax_input(inner) is not None:
         raise Miss("dropout on the attention probabilities (a random keep-mask in the graph, SDPA's math "
                    "form with dropout_p > 0): the op has no dropout")
-    if reaches(p_raw, normalised_exp, 6, stop=_BMM) and reaches(p_raw, _BMM, 12):
+    if reaches(p_raw, normalised_exp, 6, stop=_BMM) and reaches(p_raw, _SCORE_BMM, 12):
         raise Miss("the bmm's left operand is an exp / softmax of bmm scores in a spelling the pass does not "
                    "recognise as softmax(s, -1) (exp(s - amax(s)) / sum, its scale-folded or safe forms)")
 
@@ -112,7 +175,7 @@ def _scores_and_mask(s: Node, factor: float) -> tuple[Any, MaskSource, tuple[Any
     qk = _qk_or_why(scores)
     if isinstance(qk, str):
         if scores is s and is_call(s, aten.add.Tensor, *WHERES):  # report the operand that holds the bmm
-            sides = [x for x in s.args if isinstance(x, Node) and reaches(x, _BMM, 8)]
+            sides = [x for x in s.args if isinstance(x, Node) and reaches(x, _SCORE_BMM, 8)]
             if len(sides) == 1:
                 qk = _qk_or_why(sides[0])
         raise Miss(qk if isinstance(qk, str) else "the scores' mask spelling is not an additive / bool mask or "
@@ -171,11 +234,12 @@ def math_candidate(bmm2: Node) -> Attention | None:
             return None
         sf = (sink.scores, 1.0)
     s, factor = sf
-    if not reaches(s, _BMM, 8):
+    if not reaches(s, _SCORE_BMM, 8):
         return None  # a softmax over something other than q @ k^T (e.g. routing weights): not attention
     # from here on the graph holds softmax(bmm(...)) @ v: every refusal is a near-miss with its reason
     users = list(bmm2.users)
     if len(users) != 1 or not is_call(users[0], *RESHAPES) or len(shape(users[0])) != 4 or p4 is None or v4 is None:
+        _scores_and_mask(s, factor)  # a more specific reason on the scores' side first (MLA's two products)
         raise Miss("the attention is a 3D bmm over (B*H, L, D) (P @ V not a view of (B, H, Lq, Dv) / its "
                    "operands not flattened 4D tensors): the op takes (B, H, L, D)")
     out = users[0]

@@ -17,8 +17,11 @@ Training graphs keep intermediates for backward, so nothing matches there (repor
 The steps (``passes/contract.py``): ``prepare`` runs the pattern family (``patterns.py``, the table above);
 ``find`` .. ``emit`` run discovery (``discovery.py``) on every ``rsqrt(mean(x^2, -1) + eps)`` the patterns
 left, which covers norms computed without an upcast (FLA/Mamba references, ImageGPT), ``x / sqrt(...)``, and
-weightless norms whose final multiply is in the input dtype (DeepSeek-V4). A candidate not rewritten is a
-near-miss (``reasons.py`` names the failed check).
+weightless norms whose final multiply is in the input dtype (DeepSeek-V4), and norms whose ``x^2`` CSE shared
+with another consumer (PolyNorm's ``norm(x)`` next to ``norm(x ** 2)``: the norm gets its own square). A
+candidate not rewritten is a near-miss (``reasons.py`` names the failed check); so is every L2 normalisation
+``x / clamp_min(||x||_2, eps)`` (``F.normalize``; x-transformers' RMSNorm multiplies it by ``sqrt(H) * g``):
+clamping the norm at eps is not rms_norm's eps under the root, so no rms_norm gives its value near the clamp.
 
    x ──► up ──► pow2 ─► mean ─► +eps ─► rsqrt ─┐                x ─┐
          └──────────────────────────────────── * ─► down ─► *w     ├─► rocm_fused::rms_norm(x, w, eps)
@@ -36,7 +39,7 @@ from ...platform import Choice
 from ...registry import ops_of
 from ...report import Match as MatchRecord
 from ..context import PassContext
-from ..contract import Candidate, RewritePass
+from ..contract import Candidate, Miss, RewritePass
 from . import discovery
 from .discovery import Norm
 from .patterns import EXAMPLE_DTYPES, FORMS, patterns  # noqa: F401  (the pattern table, importable here)
@@ -62,10 +65,16 @@ class RMSNormPass(RewritePass):
 
     def find(self, graph: Graph, ctx: PassContext) -> Iterable[Candidate]:
         """Every rsqrt left: the patterns rewrote theirs (read skips a dead one)."""
-        return [Candidate(rs, "RMSNorm") for rs in graph.find_nodes(op="call_function", target=aten.rsqrt.default)]
+        norms = [Candidate(rs, "RMSNorm") for rs in graph.find_nodes(op="call_function", target=aten.rsqrt.default)]
+        return norms + [Candidate(c, "RMSNorm (F.normalize)", "normalize") for c in
+                        graph.find_nodes(op="call_function", target=aten.clamp_min.default)]
 
     def read(self, graph: Graph, ctx: PassContext, cand: Candidate) -> Norm:
-        """x, eps and the output chain below the rsqrt (:func:`discovery.read`)."""
+        """x, eps and the output chain below the rsqrt (:func:`discovery.read`); an L2 normalisation's clamp is
+        a near-miss (:func:`discovery.normalize_miss`), any other clamp ends silently."""
+        if cand.data == "normalize":
+            why = discovery.normalize_miss(cand.anchor)
+            raise Miss(why or "", silent=why is None)
         return discovery.read(cand.anchor)
 
     def gate(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Norm) -> Choice:

@@ -68,6 +68,35 @@ def _anchor_parts(rs: Node) -> tuple[Node, Any] | None:
     return strip_casts(p.args[0]), eps
 
 
+def _private_square(rs: Node) -> None:
+    """Give the norm its own ``x^2`` when the square also feeds something else (PolyNorm's ``norm(x)`` and
+    ``norm(x ** 2)``: CSE merged the one square with the other norm's input), so the region extracts: the copy
+    is the same value; the shared square stays for its other consumer."""
+    a = rs.args[0]
+    mean = a.args[0] if a.target is aten.add.Tensor else a
+    sq = mean.args[0]
+    if len(sq.users) > 1:
+        mean.replace_input_with(sq, insert_call(rs.graph, mean, sq.target, sq.args, like=sq))
+
+
+def normalize_miss(c: Node) -> str | None:
+    """The near-miss of an L2 normalisation ``x / clamp_min(||x||_2, eps)`` (``F.normalize(x, dim=-1)``; with
+    ``* sqrt(H) * g`` x-transformers' RMSNorm) at its ``clamp_min`` ``c``, None when ``c`` is no such clamp."""
+    n = strip_casts(c.args[0])  # half inputs: the norm computed in float32 and cast back before the clamp
+    if not isinstance(n, Node) or n.op != "call_function":
+        return None
+    sq = n.args[0] if (n.target is aten.pow.Tensor_Scalar and n.args[1] == 0.5) or n.target is aten.sqrt.default \
+        else None
+    if not (isinstance(sq, Node) and sq.target is aten.sum.dim_IntList and list(sq.args[1]) == [-1]
+            and isinstance(sq.args[0], Node) and sq.args[0].target is aten.pow.Tensor_Scalar
+            and sq.args[0].args[1] == 2):
+        return None
+    return (f"F.normalize-style x / max(||x||_2, {c.args[1]:g}) (x-transformers' RMSNorm is it * sqrt(H) * g): "
+            "the norm is clamped at eps, not eps added under the root as in rms_norm, so no rms_norm eps gives "
+            "the same value on rows with ||x||_2 near the clamp (up to sqrt(2) apart there, and a zero row is 0 "
+            "here but NaN for rms_norm with eps 0); left to Inductor")
+
+
 def _weight_root(e: Node, x: Node) -> tuple[Node, float] | None:
     """(weight, offset) for a multiplied operand spelled ``w``, ``w.float()`` or ``1 + w.float()``."""
     n, offset = strip_casts(e), 0.0
@@ -119,6 +148,7 @@ def read(rs: Node) -> Norm:
     if parts is None:  # dead (consumed by an earlier rewrite) or no rsqrt of a mean of squares
         raise Miss("", silent=True)
     x, eps = parts
+    _private_square(rs)
     why = input_miss(x, eps)
     if why is not None:
         raise Miss(why, what="LayerNorm" if why == LAYERNORM else None, overwrite=False)
