@@ -65,6 +65,25 @@ def prologue_fits(cfg: Config, k: int) -> bool:
     return cfg.full and not cfg.dot and cfg.split_k == 1 and cfg.block_k >= k
 
 
+def dot_prologue_fits(cfg: Config, dtype: torch.dtype) -> bool:
+    """Whether ``cfg`` can run the dot tile's RMSNorm prologue (``gemm_kernels._norm_tile``, M 2..32): a ``tl.dot``
+    tile without a K split (the row's rstd needs the whole K in one program: it scales the float32 accumulator
+    after the K loop), for bfloat16 / float32 only: the activation tile is ``s * (g + offset)`` before the rstd,
+    which can overflow float16's 65504 where ``s * rstd * (g + offset)`` does not (bfloat16 and float32 have
+    float32's range)."""
+    return cfg.dot and cfg.split_k == 1 and dtype in (torch.bfloat16, torch.float32)
+
+
+def norm_dot_config(m: int, k: int, dtype: torch.dtype, warp: int = 32) -> Config:
+    """The dot tile the RMSNorm fold runs at M 2..32 when the GEMM's own pick cannot take the prologue (a GEMV
+    tile, a K split): BLOCK_M 16 / 32, BLOCK_N 32, 4 warps, 3 stages, no K split, the largest BLOCK_K of
+    :func:`tiles`. The family of the 4-warp no-split dot tiles that won Qwen3's q/k/v at M = 8 and 32
+    (:func:`deep_dot_configs`); not measured with the prologue (the fold is off at M >= 2 until it is)."""
+    block_m = 16 if m <= 16 else 32
+    table = {(bn, w): bk for bn, bk, w in tiles(block_m, k, dtype, warp)}
+    return Config(block_m, 32, table.get((32, 4), 64), 1, 4, 3, True)
+
+
 def warp_size() -> int:
     """Warp (wavefront) size of the current device: 64 on HIP (CDNA), 32 on NVIDIA and the interpreter."""
     from .sigmoid_gate import warp_size as ws
