@@ -209,6 +209,7 @@ class ReferenceProvider(Provider):
     ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample",
                      "decode_attention", "all_reduce_add_rms_norm", "merged_gemm", "rms_norm_gemm"})
     ops = ops | {"moe_routing", "moe_experts"}  # reference_moe.py, reference_moe_experts.py
+    ops = ops | {"glu_gemm", "rms_norm_glu_gemm"}  # reference_glu.py
 
     def check(self, op, spec):
         """Every op, except a single GEMM (``merged_gemm`` with one weight): that is a speed choice over
@@ -225,6 +226,18 @@ class ReferenceProvider(Provider):
     def rms_norm_gemm(self, x, residual, norm_weight, eps, offset, weights, biases):
         """See :func:`rms_norm_gemm_ref`."""
         return rms_norm_gemm_ref(x, residual, norm_weight, eps, offset, weights, biases)
+
+    def glu_gemm(self, x, w_gate, w_up, b_gate, b_up, activation):
+        """See :func:`rocm_inductor.providers.reference_glu.glu_gemm_ref`."""
+        from .reference_glu import glu_gemm_ref
+
+        return glu_gemm_ref(x, w_gate, w_up, b_gate, b_up, activation)
+
+    def rms_norm_glu_gemm(self, x, residual, norm_weight, eps, offset, w_gate, w_up, b_gate, b_up, activation):
+        """See :func:`rocm_inductor.providers.reference_glu.rms_norm_glu_gemm_ref`."""
+        from .reference_glu import rms_norm_glu_gemm_ref
+
+        return rms_norm_glu_gemm_ref(x, residual, norm_weight, eps, offset, w_gate, w_up, b_gate, b_up, activation)
 
     def rms_norm(self, x, weight, eps, offset):
         """See :func:`rms_norm_ref`."""
