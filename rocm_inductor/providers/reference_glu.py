@@ -1,5 +1,5 @@
-"""Pure-torch reference of ``rocm_fused::glu_gemm`` and ``rocm_fused::rms_norm_glu_gemm`` (defines their meaning;
-see ``ops/glu_gemm.py``)."""
+"""Pure-torch reference of ``rocm_fused::glu_gemm`` (defines its meaning; see ``ops/glu_gemm.py``). The norm form,
+``rms_norm_glu_gemm_ref``, is in ``reference.py`` next to the RMSNorm references it calls."""
 
 from __future__ import annotations
 
@@ -50,22 +50,3 @@ def glu_gemm_ref(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, b_ga
     if b_up is not None:
         u = u + b_up.to(acc)
     return (activate(g, activation) * u).to(x.dtype).contiguous()
-
-
-def rms_norm_glu_gemm_ref(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor | None,
-                          eps: float, offset: float, w_gate: torch.Tensor, w_up: torch.Tensor,
-                          b_gate: torch.Tensor | None, b_up: torch.Tensor | None, activation: str
-                          ) -> list[torch.Tensor]:
-    """An RMSNorm (after a residual add when given), then :func:`glu_gemm_ref` of its output as (M, K).
-
-    Returns:
-        ``[out]`` ((M, N), x's dtype), then ``s = x + residual`` (x's shape) when ``residual`` is given.
-    """
-    from .reference import fused_add_rms_norm_ref, rms_norm_ref
-
-    if residual is not None:
-        y, s = fused_add_rms_norm_ref(x, residual, norm_weight, eps, offset)
-    else:
-        y, s = rms_norm_ref(x, norm_weight, eps, offset), None
-    out = glu_gemm_ref(y.reshape(-1, y.shape[-1]), w_gate, w_up, b_gate, b_up, activation)
-    return [out] + ([] if s is None else [s])
