@@ -17,9 +17,9 @@ first FMA, the measured M = 1 winner of the merged gate/up) and the ``tl.dot`` t
 norm kernel runs first (two launches).
 
 Configs (:func:`glu_config`): from the merged GEMM's own pick for (M, K, (N, N)) (its measured table, else its
-default): a full-K GEMV pick keeps its warps with half its BLOCK_N (two weight tiles per program: the same bytes in
-flight per thread); otherwise the full-K GEMV tile at 64 weight elements per thread for M <= 8 (16-bit), else
-the 4-warp dot tile. Not measured: the glu_gemm pass is off on every platform until
+default): a full-K GEMV or dot pick keeps its warps with half its BLOCK_N (two weight tiles per program: the same
+bytes in flight per thread) and no K split; otherwise the full-K GEMV tile at 64 weight elements per thread for
+M <= 8 (16-bit), else the 4-warp dot tile. Not measured: the glu_gemm pass is off on every platform until
 ``benchmarks/e2e/decode_step.py`` has A/B'd it.
 """
 
@@ -142,11 +142,13 @@ def full_fits(cfg: Config, m: int, k: int) -> bool:
 
 def glu_config(m: int, k: int, n: int, dtype: torch.dtype, merged: Config | None = None, warp: int = 32) -> Config:
     """The GLU kernel's config (module docstring): from the merged GEMM's pick ``merged`` where it is a full-K
-    GEMV tile without a split (half its BLOCK_N), else the full-K GEMV tile of :data:`FULL_ELEMS` elements per
-    thread (M <= 8, 16-bit, 8 warps where ``8 * warp <= 1024``), else the 4-warp dot tile (BLOCK_N 32, BLOCK_K
-    <= 128, 64 for float32)."""
+    GEMV tile without a split (half its BLOCK_N) or a dot tile (half its BLOCK_N, >= 16, no split), else the
+    full-K GEMV tile of :data:`FULL_ELEMS` elements per thread (M <= 8, 16-bit, 8 warps where
+    ``8 * warp <= 1024``), else the 4-warp dot tile (BLOCK_N 32, BLOCK_K <= 128, 64 for float32)."""
     if merged is not None and full_fits(merged, m, k):
         return dataclasses.replace(merged, block_n=max(1, merged.block_n // 2))
+    if merged is not None and merged.dot:  # the measured dot tile, without its K split, half as wide
+        return dataclasses.replace(merged, block_n=max(16, merged.block_n // 2), split_k=1)
     bk = max(16, _pow2(k))
     if m <= GEMV_MAX_M and dtype != torch.float32:
         warps = 8 if 8 * warp <= MAX_THREADS else 4
