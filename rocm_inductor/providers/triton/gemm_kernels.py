@@ -413,6 +413,11 @@ def aot_cases() -> list[dict]:
     cases[-1]["constexprs"]["M"] = 1
     main_case("qkv_norm_gemvfull_m2_fp16", "fp16", 3, Config(2, 4, 1024, 1, 4, 1, False, False, True, True),
               even_k=False, norm=(True, False, False))
+    # the dot tile's RMSNorm prologue (M 2..32, gemm_configs.NORM_DOT_MK): the fold's own tile at M = 8 with add +
+    # RMSNorm (BLOCK_K 64), and at M = 32 (BLOCK_K 32) with a masked K and a weightless plain norm
+    main_case("qkv_addnorm_dot_m8_bf16", "bf16", 3, Config(16, 32, 64, 1, 4, 3, True), norm=(True, True, True))
+    main_case("gateup_norm_dot_m32_fp32", "fp32", 2, Config(32, 32, 32, 1, 4, 3, True), ieee=True, even_k=False,
+              norm=(True, False, False))
     # one deep-pipeline dot tile (Qwen3's M = 8 pick), compiled at its 5 stages: 61 KiB of the 64 KiB gfx942
     # LDS if every stage is buffered. Only one: the 5-stage compiles took 10-24 s each for gfx950 on the
     # 2-core dev machine (triton 3.9, 2026-12-01), too much for CI's budget

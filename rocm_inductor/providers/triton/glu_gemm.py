@@ -18,9 +18,9 @@ norm kernel runs first (two launches).
 
 Configs (:func:`glu_config`): from the merged GEMM's own pick for (M, K, (N, N)) (its measured table, else its
 default): a full-K GEMV or dot pick keeps its warps with half its BLOCK_N (two weight tiles per program: the same
-bytes in flight per thread) and no K split; otherwise the full-K GEMV tile at 64 weight elements per thread for
-M <= 8 (16-bit), else the 4-warp dot tile. Not measured: the glu_gemm pass is off on every platform until
-``benchmarks/e2e/decode_step.py`` has A/B'd it.
+bytes in flight per thread) and no K split (a dot tile's BLOCK_K capped for registers); otherwise the full-K GEMV
+tile at 64 weight elements per thread for M <= 8 (16-bit), else the 4-warp dot tile. Not measured: the glu_gemm
+pass is off on every platform until ``benchmarks/e2e/decode_step.py`` has A/B'd it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import triton.language as tl
 from ..reference_glu import ACTIVATIONS
 from . import gemm_merge as gm
 from . import rms_norm as rms
-from .gemm_configs import DTYPES, GEMV_MAX_M, MAX_M, MAX_THREADS, Config, warp_size
+from .gemm_configs import DTYPES, GEMV_MAX_M, MAX_M, MAX_THREADS, NORM_DOT_MK, Config, warp_size
 from .gemm_kernels import _norm_row, _norm_tile
 from .rms_norm import _inv_rms, _round_to
 
@@ -144,11 +144,14 @@ def glu_config(m: int, k: int, n: int, dtype: torch.dtype, merged: Config | None
     """The GLU kernel's config (module docstring): from the merged GEMM's pick ``merged`` where it is a full-K
     GEMV tile without a split (half its BLOCK_N) or a dot tile (half its BLOCK_N, >= 16, no split), else the
     full-K GEMV tile of :data:`FULL_ELEMS` elements per thread (M <= 8, 16-bit, 8 warps where
-    ``8 * warp <= 1024``), else the 4-warp dot tile (BLOCK_N 32, BLOCK_K <= 128, 64 for float32)."""
+    ``8 * warp <= 1024``), else the 4-warp dot tile (BLOCK_N 32 / 16 at BLOCK_M 16 / 32). Dot tiles keep
+    BLOCK_M * BLOCK_K within ``gemm_configs.NORM_DOT_MK`` (with or without the prologue: the AOT compile of a
+    32 x 16 x 128 tile with it spilled 680 B of stack on sm_90 and 81 SGPRs on gfx942, triton 3.9)."""
     if merged is not None and full_fits(merged, m, k):
         return dataclasses.replace(merged, block_n=max(1, merged.block_n // 2))
     if merged is not None and merged.dot:  # the measured dot tile, without its K split, half as wide
-        return dataclasses.replace(merged, block_n=max(16, merged.block_n // 2), split_k=1)
+        return dataclasses.replace(merged, block_n=max(16, merged.block_n // 2), split_k=1,
+                                   block_k=max(16, min(merged.block_k, NORM_DOT_MK // merged.block_m)))
     bk = max(16, _pow2(k))
     if m <= GEMV_MAX_M and dtype != torch.float32:
         warps = 8 if 8 * warp <= MAX_THREADS else 4
@@ -158,8 +161,7 @@ def glu_config(m: int, k: int, n: int, dtype: torch.dtype, merged: Config | None
         if 2 * bn * bk <= 2 * FULL_ELEMS * warps * warp:
             return Config(_pow2(m), bn, bk, 1, warps, 1, False, False, True, True)
     block_m = 16 if m <= 16 else 32
-    return Config(block_m, 32 if block_m == 16 else 16, min(bk, 64 if dtype == torch.float32 else 128), 1, 4, 3,
-                  True)
+    return Config(block_m, 32 if block_m == 16 else 16, min(bk, NORM_DOT_MK // block_m), 1, 4, 3, True)
 
 
 def pick_config(x: torch.Tensor, w_gate: torch.Tensor, b_gate, b_up) -> Config:

@@ -34,7 +34,7 @@ from . import gemm_knobs as knobs
 from . import gemm_merge as gm
 from . import gemm_tables as tables
 from . import rms_norm as rms
-from .gemm_configs import Config, dot_prologue_fits, norm_dot_config, prologue_fits
+from .gemm_configs import NORM_DOT_MK, Config, dot_prologue_fits, norm_dot_config, prologue_fits
 from .gemm_tables import prologue_config
 
 #: (M, K, Ns, dtype, device) -> the prologue tile :func:`pick_config` found for it (None: none measured).
@@ -65,11 +65,13 @@ def one_launch(cfg: Config, m: int, k: int, dtype: torch.dtype | None = None) ->
 
 def fold_config(cfg: Config, m: int, k: int, dtype: torch.dtype) -> Config:
     """The config of the fold for the GEMM's pick ``cfg``: ``cfg`` where it runs in one launch; at M >= 2 a dot
-    tile of it without the K split, else :func:`gemm_configs.norm_dot_config`, where those can (bf16 / fp32);
-    else ``cfg`` (two launches: the norm kernel, then the GEMM)."""
+    tile of it without the K split (BLOCK_K within ``gemm_configs.NORM_DOT_MK``), else
+    :func:`gemm_configs.norm_dot_config`, where those can (bf16 / fp32); else ``cfg`` (two launches: the norm
+    kernel, then the GEMM)."""
     if one_launch(cfg, m, k, dtype) or m < 2:
         return cfg
-    for c in ((dataclasses.replace(cfg, split_k=1),) if cfg.dot else ()) + (norm_dot_config(m, k, dtype),):
+    own = dataclasses.replace(cfg, split_k=1, block_k=max(16, min(cfg.block_k, NORM_DOT_MK // cfg.block_m)))
+    for c in ((own,) if cfg.dot else ()) + (norm_dot_config(m, k, dtype),):
         if one_launch(c, m, k, dtype):
             return c
     return cfg
