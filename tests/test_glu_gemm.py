@@ -182,3 +182,24 @@ def test_features_option_reaches_the_fold_spec(monkeypatch):
     compile_run(mod, torch.randn(1, 2, 32), torch.randn(1, 2, 32),
                 options={**OPTS, "features": {"norm_gemm_dot": True}})  # glu_gemm too: no C++ kernel left to build
     assert ("rms_norm_gemm", True) in seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,act", [("llama", "silu"), ("gemma", "gelu_tanh")])
+def test_hf_mlps_fold_to_one_op_per_layer(name, act):
+    """Tiny HF Llama (SwiGLU) and Gemma (``gelu_pytorch_tanh``), 2 layers, reference provider: each layer's
+    post_attention_layernorm -> gate/up -> act * up is one ``rms_norm_glu_gemm``; logits within 1e-5 of eager."""
+    pytest.importorskip("transformers")
+    from tiny_hf import LAYERS, tiny_causal_lm
+
+    torch.manual_seed(0)
+    model = tiny_causal_lm(name, intermediate_size=96, perturb_norms=name == "gemma").eval()
+    ids = torch.randint(0, 128, (2, 3))
+    fn = lambda ids: model(input_ids=ids, use_cache=False).logits  # noqa: E731
+    out, seen = compile_run(fn, ids, options=OPTS)
+    (c,) = seen
+    assert c.after[NGLU] == LAYERS and c.after[FOLD] == LAYERS  # gate/up + act folded; q/k/v keep their fold
+    assert {m.note.split("(gate)")[0] for m in c.report.matches if m.pass_name == "glu_gemm"} == {act}
+    with torch.no_grad():
+        eager = fn(ids)
+    assert float((out - eager).abs().max() / eager.abs().max()) <= 1e-5
