@@ -30,6 +30,13 @@ PASS_HOOK = "post_grad_custom_pre_pass"
 BACKEND_OWNED_CONFIG = (PASS_HOOK, "inductor_choices_class")
 
 
+#: Kernel features that are off until measured, switched on by name (``options={"features": {name: True}}``), so a
+#: benchmark can A/B them in one process (the choice is part of the compile, and of the cache key):
+#: - ``norm_gemm_dot``: the RMSNorm fold (``norm_gemm``) at M 2..32 with the dot tile's prologue on a GPU, where
+#:   no measured prologue tile says so (``providers/triton/norm_gemm.py``).
+FEATURES = ("norm_gemm_dot",)
+
+
 @dataclasses.dataclass(frozen=True)
 class Options:
     """Validated options of one ``rocm_fused`` compile.
@@ -47,6 +54,8 @@ class Options:
         aten_gemm_max_m: largest GEMM M (tokens) kept on ATen under level 2; also the decode-bucket limit of
             the gemm_merge pass (0 turns both off).
         cudagraphs: force CUDA graphs on/off (``None`` = what the level or mode implies).
+        features: kernel features off until measured, by name (:data:`FEATURES`), e.g.
+            ``{"norm_gemm_dot": True}``; stored as sorted ``(name, bool)`` pairs.
         inductor_config: Inductor config patches applied last, over what the level sets, as
             ``torch.compile(backend="inductor", options=...)`` takes them, e.g.
             ``{"coordinate_descent_tuning": False}``; stored as sorted ``(name, value)`` pairs.
@@ -60,6 +69,11 @@ class Options:
     aten_gemm_max_m: int = 32
     cudagraphs: bool | None = None
     inductor_config: tuple[tuple[str, Any], ...] = ()
+    features: tuple[tuple[str, bool], ...] = ()
+
+    def feature(self, name: str) -> bool:
+        """Whether kernel feature ``name`` (:data:`FEATURES`) was switched on."""
+        return bool(dict(self.features).get(name, False))
 
     def provider_for(self, op: str) -> str | None:
         """The provider forced for ``op`` (str) by the options, or ``None`` to let the platform choose.
@@ -149,7 +163,7 @@ def parse_options(options: Mapping[str, Any] | Options | None) -> Options:
         return Options()
     if isinstance(options, Options):  # built by hand, so validated like a dict (its pairs back to dicts)
         options = {f: getattr(options, f) for f in _FIELDS}
-        for name in ("providers", "passes", "inductor_config"):
+        for name in ("providers", "passes", "inductor_config", "features"):
             options[name] = dict(options[name] or ())
     if not isinstance(options, Mapping):
         raise TypeError(f"rocm_fused: options must be a dict, got {type(options).__name__}")
@@ -177,6 +191,14 @@ def parse_options(options: Mapping[str, Any] | Options | None) -> Options:
         if not isinstance(on, bool):
             raise ValueError(f"rocm_fused: passes[{name!r}] must be True or False, got {on!r}")
     kw["passes"] = tuple(sorted(dict(passes).items()))
+    features = kw.get("features") or {}
+    if not isinstance(features, Mapping):
+        raise ValueError(f"rocm_fused: features must be a dict of name -> bool, got {type(features).__name__}")
+    for name, on in dict(features).items():
+        _check_choice("features key", name, FEATURES)
+        if not isinstance(on, bool):
+            raise ValueError(f"rocm_fused: features[{name!r}] must be True or False, got {on!r}")
+    kw["features"] = tuple(sorted(dict(features).items()))
     m = kw.get("aten_gemm_max_m", 32)
     if not isinstance(m, int) or isinstance(m, bool) or m < 0:
         raise ValueError(f"rocm_fused: aten_gemm_max_m must be an int >= 0, got {m!r}")

@@ -44,6 +44,9 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         "merged_gemm": ("triton",),
         # rms_norm_gemm: our merged GEMM kernel with an RMSNorm prologue; verified on CPU stand-ins only.
         "rms_norm_gemm": ("triton",),
+        # glu_gemm / rms_norm_glu_gemm: our Triton kernel only (the pass is off until measured).
+        "glu_gemm": ("triton",),
+        "rms_norm_glu_gemm": ("triton",),
     },
     "cuda": {
         "rms_norm": ("flashinfer", "triton"),
@@ -82,6 +85,10 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
         # rms_norm_gemm: the same kernel with the RMSNorm as its prologue (one launch where the GEMM's config is
         #   the full-K GEMV tile; else the norm kernel, then the GEMM).
         "rms_norm_gemm": ("triton",),
+        # glu_gemm / rms_norm_glu_gemm: our Triton gate/up kernel with the gated activation in the epilogue. Not
+        #   measured yet (benchmarks/e2e/decode_step.py --extra 'glu={"passes": {"glu_gemm": true}}').
+        "glu_gemm": ("triton",),
+        "rms_norm_glu_gemm": ("triton",),
     },
     "cpu": {},
 }
@@ -119,6 +126,12 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
              "all_reduce_norm": False, "gemm_merge": True, "norm_gemm": True},
     "cpu": {},
 }
+
+# glu_gemm: OFF on both GPU platforms until benchmarks/e2e/decode_step.py has A/B'd it on the H200 (the separate
+#   SiLU * mul kernel is 18 us per Llama-3.2-1B step at B = 1, issue 31's profile; the kernel's tiles are not
+#   measured). Enable with options={"passes": {"glu_gemm": True}}.
+for _kind in ("rocm", "cuda"):
+    PASS_DEFAULTS[_kind]["glu_gemm"] = False
 
 # moe_experts: OFF on both GPU platforms until benchmarks/e2e/moe_decode.py has measured the decode step on the
 #   H200 (the kernel's tiles are not tuned). Enable with options={"passes": {"moe_experts": True}}.

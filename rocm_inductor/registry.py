@@ -33,6 +33,8 @@ PASSES: tuple[PassInfo, ...] = (
     PassInfo("moe_experts", ("moe_experts",)),
     PassInfo("gemm_merge", ("merged_gemm",)),
     PassInfo("norm_gemm", ("rms_norm_gemm",)),
+    # glu_gemm after both: it moves the gated activation into the epilogue of what they wrote.
+    PassInfo("glu_gemm", ("glu_gemm", "rms_norm_glu_gemm")),
 )
 
 #: Pass names in run order.

@@ -58,8 +58,39 @@ def test_prologue_matches_the_unfolded_reference(dtype, m, k, ns, residual, weig
         assert torch.equal(outs[-1], eager[-1])
 
 
+def test_dot_tile_prologue_at_m_2_to_32():
+    """The dot tile's prologue (M 2..32, bf16 / fp32, no K split): one launch (the GEMM's split pick is run
+    without the split), the sum bitwise, the outputs within the contract of the unfolded reference; fp16 and a
+    K split keep the two launches."""
+    from rocm_inductor.providers.triton import gemm_merge as gm
+    from rocm_inductor.providers.triton import norm_gemm as ng
+
+    split = gm.Config(16, 16, 32, 2, 4, 3, True)
+    assert ng.fold_config(split, 4, 64, torch.bfloat16) == gm.Config(16, 16, 32, 1, 4, 3, True)
+    assert ng.fold_config(split, 4, 64, torch.float16) == split  # fp16: s * g may overflow before the rstd
+    assert ng.fold_config(_full_k(1, 64), 1, 64, torch.bfloat16) == _full_k(1, 64)
+    gemv_split = gm.Config(4, 8, 64, 2, 4, 3, False, True)
+    assert ng.fold_config(gemv_split, 4, 96, torch.float32).dot
+    for dtype, m, k, ns, residual, weight, offset in [
+        (torch.bfloat16, 4, 96, (40, 24), True, True, 0.0),    # masked K, gate/up-like
+        (torch.float32, 20, 64, (24,), False, True, 1.0),      # BLOCK_M 32, Gemma's offset
+        (torch.bfloat16, 3, 64, (16, 8, 8), True, False, 0.0),  # q/k/v-like, weightless norm
+    ]:
+        x, r, gw, ws, bs = _inputs(m, k, ns, dtype, residual, weight)
+        cfg = ng.fold_config(gm.default_config(m, ns, k, dtype), m, k, dtype)
+        assert ng.one_launch(cfg, m, k, dtype) and cfg.dot
+        outs = ng.rms_norm_gemm(x, r, gw, 1e-6, offset, ws, bs)
+        eager = rms_norm_gemm_ref(x, r, gw, 1e-6, offset, ws, bs)
+        ref64 = rms_norm_gemm_ref(x.double(), None if r is None else r.double(),
+                                  None if gw is None else gw.double(), 1e-6, offset, [w.double() for w in ws], bs)
+        for o, e, f in zip(outs[:len(ns)], eager, ref64, strict=False):
+            assert_contract(o, e, f)
+        if residual:
+            assert torch.equal(outs[-1], eager[-1])
+
+
 def test_two_launch_path_and_3d_input():
-    """A config without the prologue (the CPU default, a dot tile) runs norm then GEMM: the reference's bits for
+    """A config without the prologue (a split-K dot tile) runs norm then GEMM: the reference's bits for
     the sum, (..., K) inputs flattened to M rows, ``s`` in x's shape."""
     from rocm_inductor.providers.triton import gemm_merge as gm
     from rocm_inductor.providers.triton import norm_gemm as ng
@@ -67,7 +98,9 @@ def test_two_launch_path_and_3d_input():
     x, r, gw, ws, bs = _inputs(6, 32, (16, 8), torch.float32)
     x3, r3 = x.view(2, 3, 32), r.view(2, 3, 32)
     assert not gm.prologue_fits(gm.default_config(6, (16, 8), 32, torch.float32), 32)
-    outs = ng.rms_norm_gemm(x3, r3, gw, 1e-5, 0.0, ws, bs)
+    split = gm.Config(16, 16, 16, 2, 4, 3, True)  # a K split: neither prologue runs it
+    assert not ng.one_launch(split, 6, 32, torch.float32)
+    outs = ng.rms_norm_gemm(x3, r3, gw, 1e-5, 0.0, ws, bs, config=split)
     eager = rms_norm_gemm_ref(x3, r3, gw, 1e-5, 0.0, ws, bs)
     assert outs[-1].shape == (2, 3, 32) and torch.equal(outs[-1], eager[-1])
     for o, e in zip(outs[:2], eager[:2], strict=True):
@@ -246,5 +279,9 @@ def test_gpu_check_takes_only_measured_prologue_tiles(tmp_path, monkeypatch):
         s = spec(1, (64, 32))
         s["m"] = None
         assert "symbolic M" in ng.check(s, device="GPU")
+        asked = {**spec(8, (64, 32)), "dot_prologue": True}  # options={"features": {"norm_gemm_dot": True}}
+        assert ng.check(asked, device="GPU") is None
+        asked["dtype"] = torch.float16
+        assert "overflow float16" in ng.check(asked, device="GPU")
         monkeypatch.setenv("ROCM_FUSED_GEMM_UNMEASURED", "1")
         assert ng.check(spec(8, (64, 32)), device="GPU") is None

@@ -16,7 +16,9 @@ of x's shape, contiguous. Functional (``mutates_args=()``).
 
 Compile-time spec keys read by providers' ``check`` (built by :func:`norm_gemm_spec`): the norm's keys
 (``rocm_inductor.ops.rms_norm.norm_spec``) and the GEMMs' (``rocm_inductor.ops.gemm_merge.merged_gemm_spec``)
-in one dict (the norm's ``dtype`` is the GEMMs' too; ``fused_add`` says whether there is a residual).
+in one dict (the norm's ``dtype`` is the GEMMs' too; ``fused_add`` says whether there is a residual), and
+``dot_prologue`` (bool, False here; the pass sets it from ``options={"features": {"norm_gemm_dot": True}}``: take
+M >= 2 with the dot tile's prologue where nothing was measured).
 """
 
 from __future__ import annotations
@@ -99,4 +101,5 @@ def norm_gemm_spec(x: Any, residual: Any, norm_weight: Any, offset: float, weigh
     """
     spec = merged_gemm_spec(_rows_view(x), weights, biases, m_upper)
     spec.update(norm_spec(x, norm_weight, offset, residual is not None))
+    spec["dot_prologue"] = False
     return spec

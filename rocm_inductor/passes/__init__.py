@@ -16,6 +16,7 @@ def _passes() -> tuple:
     from .all_reduce_norm import AllReduceNormPass
     from .attention import AttentionPass
     from .gemm_merge import GemmMergePass
+    from .glu_gemm import GluGemmPass
     from .moe_experts import MoEExpertsPass
     from .moe_routing import MoeRoutingPass
     from .norm_gemm import NormGemmPass
@@ -26,9 +27,10 @@ def _passes() -> tuple:
 
     # all_reduce_norm after rms_norm: it extends the norms that pass rewrote with the all-reduce before them.
     # gemm_merge next to last: it groups the projections the other rewrites leave in place; norm_gemm last: it
-    # folds the norms rms_norm rewrote into the GEMMs gemm_merge rewrote.
+    # folds the norms rms_norm rewrote into the GEMMs gemm_merge rewrote; glu_gemm after it: it moves the gated
+    # activation into the epilogue of the gate/up GEMMs those two wrote.
     out = (RMSNormPass(), RoPEPass(), SigmoidGatePass(), MoeRoutingPass(), SamplingPass(), AttentionPass(),
-           AllReduceNormPass(), MoEExpertsPass(), GemmMergePass(), NormGemmPass())
+           AllReduceNormPass(), MoEExpertsPass(), GemmMergePass(), NormGemmPass(), GluGemmPass())
     if [(p.name, tuple(p.ops)) for p in out] != [(i.name, i.ops) for i in PASSES]:
         raise RuntimeError("rocm_fused: the pass objects disagree with rocm_inductor.registry.PASSES")
     return out

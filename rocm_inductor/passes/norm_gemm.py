@@ -16,6 +16,8 @@ Left alone, each a near-miss with its reason:
 - a weight or bias of the GEMMs that is ``y`` itself (or its (M, K) view: ``F.linear(y, y)``) or ``s``;
 - what the provider refuses (the Triton provider, on a GPU: a shape or M without a measured prologue tile that beat
   the two launches, ``rms_norm_gemm`` entries of ``tuning/shipped/nvidia_h200.json``: the fold is a speed choice).
+At M >= 2 the Triton provider takes a fold on a GPU only with a measured prologue tile, or when
+``options={"features": {"norm_gemm_dot": True}}`` asks for the dot tile's prologue (spec key ``dot_prologue``).
 Left alone silently: a merged GEMM whose activation is not a norm's output (o_proj, down_proj).
 
 On CUDA by default only where measured faster (``policy.PASS_DEFAULTS``); like ``gemm_merge`` it is not
@@ -169,6 +171,7 @@ class NormGemmPass(RewritePass):
         nx, res, nw, _, offset = params.nargs
         spec = norm_gemm_spec(val(nx), val(res), val(nw), float(offset), [val(w) for w in params.weights],
                               [val(b) for b in params.biases], params.decision.m_upper)
+        spec["dot_prologue"] = ctx.options.feature("norm_gemm_dot")
         choice = ctx.choose("rms_norm_gemm", spec)
         if choice.provider is None:
             raise Miss(f"{params.what}: {choice.why_not}")

@@ -201,6 +201,23 @@ def rms_norm_gemm_ref(x: torch.Tensor, residual: torch.Tensor | None, norm_weigh
     return outs + ([] if s is None else [s])
 
 
+def rms_norm_glu_gemm_ref(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor | None,
+                          eps: float, offset: float, w_gate: torch.Tensor, w_up: torch.Tensor,
+                          b_gate: torch.Tensor | None, b_up: torch.Tensor | None, activation: str
+                          ) -> list[torch.Tensor]:
+    """An RMSNorm (after a residual add when given), then ``reference_glu.glu_gemm_ref`` of its output as (M, K)
+    (``rocm_fused::rms_norm_glu_gemm``). Returns ``[out]`` ((M, N), x's dtype), then ``s`` when ``residual`` is
+    given."""
+    from .reference_glu import glu_gemm_ref
+
+    if residual is not None:
+        y, s = fused_add_rms_norm_ref(x, residual, norm_weight, eps, offset)
+    else:
+        y, s = rms_norm_ref(x, norm_weight, eps, offset), None
+    out = glu_gemm_ref(y.reshape(-1, y.shape[-1]), w_gate, w_up, b_gate, b_up, activation)
+    return [out] + ([] if s is None else [s])
+
+
 class ReferenceProvider(Provider):
     """Pure-torch implementations of every op (no library, any device, any dtype)."""
 
@@ -209,6 +226,7 @@ class ReferenceProvider(Provider):
     ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample",
                      "decode_attention", "all_reduce_add_rms_norm", "merged_gemm", "rms_norm_gemm"})
     ops = ops | {"moe_routing", "moe_experts"}  # reference_moe.py, reference_moe_experts.py
+    ops = ops | {"glu_gemm", "rms_norm_glu_gemm"}  # reference_glu.py
 
     def check(self, op, spec):
         """Every op, except a single GEMM (``merged_gemm`` with one weight): that is a speed choice over
@@ -225,6 +243,16 @@ class ReferenceProvider(Provider):
     def rms_norm_gemm(self, x, residual, norm_weight, eps, offset, weights, biases):
         """See :func:`rms_norm_gemm_ref`."""
         return rms_norm_gemm_ref(x, residual, norm_weight, eps, offset, weights, biases)
+
+    def glu_gemm(self, x, w_gate, w_up, b_gate, b_up, activation):
+        """See :func:`rocm_inductor.providers.reference_glu.glu_gemm_ref`."""
+        from .reference_glu import glu_gemm_ref
+
+        return glu_gemm_ref(x, w_gate, w_up, b_gate, b_up, activation)
+
+    def rms_norm_glu_gemm(self, x, residual, norm_weight, eps, offset, w_gate, w_up, b_gate, b_up, activation):
+        """See :func:`rms_norm_glu_gemm_ref`."""
+        return rms_norm_glu_gemm_ref(x, residual, norm_weight, eps, offset, w_gate, w_up, b_gate, b_up, activation)
 
     def rms_norm(self, x, weight, eps, offset):
         """See :func:`rms_norm_ref`."""

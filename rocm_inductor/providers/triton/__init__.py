@@ -25,6 +25,7 @@ class TritonProvider(Provider):
     ops = frozenset({"rms_norm", "fused_add_rms_norm", "sigmoid_gate", "rope", "rope_cached", "sample",
                      "decode_attention", "merged_gemm", "rms_norm_gemm"})
     ops = ops | {"moe_routing", "moe_experts"}  # the router's top-k, the routed experts (GEMV / grouped tl.dot)
+    ops = ops | {"glu_gemm", "rms_norm_glu_gemm"}  # gate/up with the gated activation in the epilogue
     #: ``rope_cached`` clamps positions to the table inside the kernel (``rocm_fused::rope_cached``'s contract).
     clamps_rope_positions = True
 
@@ -54,6 +55,8 @@ class TritonProvider(Provider):
             reason = self.kernels("gemm_merge").check(spec)
         if reason is None and op == "rms_norm_gemm":
             reason = self.kernels("norm_gemm").check(spec)
+        if reason is None and op in ("glu_gemm", "rms_norm_glu_gemm"):
+            reason = self.kernels("glu_gemm").check(spec, norm=op == "rms_norm_glu_gemm")
         if reason is None and op == "moe_routing":
             reason = self.kernels("moe_routing").check(spec)
         if reason is None and op == "moe_experts":
@@ -71,6 +74,15 @@ class TritonProvider(Provider):
         """See ``rocm_inductor.providers.triton.norm_gemm.rms_norm_gemm`` (one launch with the full-K GEMV
         tile, else the norm kernel then the merged GEMM)."""
         return self.kernels("norm_gemm").rms_norm_gemm(x, residual, norm_weight, eps, offset, weights, biases)
+
+    def glu_gemm(self, x, w_gate, w_up, b_gate, b_up, activation):
+        """See ``rocm_inductor.providers.triton.glu_gemm.glu_gemm`` (one launch, the activation in the epilogue)."""
+        return self.kernels("glu_gemm").glu_gemm(x, w_gate, w_up, b_gate, b_up, activation)
+
+    def rms_norm_glu_gemm(self, x, residual, norm_weight, eps, offset, w_gate, w_up, b_gate, b_up, activation):
+        """See ``rocm_inductor.providers.triton.glu_gemm.rms_norm_glu_gemm``."""
+        return self.kernels("glu_gemm").rms_norm_glu_gemm(x, residual, norm_weight, eps, offset, w_gate, w_up,
+                                                          b_gate, b_up, activation)
 
     def merged_gemm(self, x, weights, biases):
         """See ``rocm_inductor.providers.triton.gemm_merge.merged_gemm`` (one launch, weights read in place)."""

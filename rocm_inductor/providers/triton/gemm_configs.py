@@ -65,6 +65,34 @@ def prologue_fits(cfg: Config, k: int) -> bool:
     return cfg.full and not cfg.dot and cfg.split_k == 1 and cfg.block_k >= k
 
 
+#: Largest BLOCK_M * BLOCK_K of a dot tile with the RMSNorm prologue (the x, residual and weight tiles of a K step
+#: in registers next to the dot's operands). AOT compiles (triton 3.9, 2026-12-03, merged kernel with add + RMSNorm,
+#: BLOCK_N 32, 4 warps): 16 x 64 and 32 x 32 compile without spills on sm_90 (186 / 168 registers), gfx942 and gfx950;
+#: 16 x 128 spilled 48 B of stack on sm_90 and 77 SGPRs on gfx942, 32 x 64 102 SGPRs on gfx942 (8 at 8 warps).
+NORM_DOT_MK = 1024
+
+
+def dot_prologue_fits(cfg: Config, dtype: torch.dtype) -> bool:
+    """Whether ``cfg`` can run the dot tile's RMSNorm prologue (``gemm_kernels._norm_tile``, M 2..32): a ``tl.dot``
+    tile without a K split (the row's rstd needs the whole K in one program: it scales the float32 accumulator
+    after the K loop), for bfloat16 / float32 only: the activation tile is ``s * (g + offset)`` before the rstd,
+    which can overflow float16's 65504 where ``s * rstd * (g + offset)`` does not (bfloat16 and float32 have
+    float32's range); BLOCK_M * BLOCK_K <= :data:`NORM_DOT_MK` (registers)."""
+    return (cfg.dot and cfg.split_k == 1 and dtype in (torch.bfloat16, torch.float32)
+            and cfg.block_m * cfg.block_k <= NORM_DOT_MK)
+
+
+def norm_dot_config(m: int, k: int, dtype: torch.dtype, warp: int = 32) -> Config:
+    """The dot tile the RMSNorm fold runs at M 2..32 when the GEMM's own pick cannot take the prologue (a GEMV
+    tile, a K split): BLOCK_M 16 / 32, BLOCK_N 32, 4 warps, 3 stages, no K split, the largest BLOCK_K of
+    :func:`tiles` within :data:`NORM_DOT_MK`. The family of the 4-warp no-split dot tiles that won Qwen3's
+    q/k/v at M = 8 and 32 (:func:`deep_dot_configs`); not measured with the prologue (the fold is off at M >= 2
+    until it is)."""
+    block_m = 16 if m <= 16 else 32
+    table = {(bn, w): bk for bn, bk, w in tiles(block_m, k, dtype, warp)}
+    return Config(block_m, 32, min(table.get((32, 4), 64), NORM_DOT_MK // block_m), 1, 4, 3, True)
+
+
 def warp_size() -> int:
     """Warp (wavefront) size of the current device: 64 on HIP (CDNA), 32 on NVIDIA and the interpreter."""
     from .sigmoid_gate import warp_size as ws

@@ -59,6 +59,10 @@ RMSNorm prologue (``NORM`` constexpr, ``gemm_merge.NormPrologue``, with the full
 program normalises whole rows itself (:func:`_norm_row`, the RMSNorm kernels' math) while its weight loads are in
 flight, and the program of column block 0 stores the residual sum. Used by ``rocm_fused::rms_norm_gemm``
 (``providers/triton/norm_gemm.py``; the measured prologue tiles are ``gemm_tables.prologue_config``'s).
+The dot tiles (M 2..32, no K split, bf16/fp32: ``gemm_configs.dot_prologue_fits``) take the same prologue in their
+K loop (:func:`_norm_tile`): the sums of squares of the rows are accumulated next to the dot, the norm weight is
+folded into the activation tile and the rows' rstd scales the float32 accumulator after the loop. Not measured:
+the fold takes it on a GPU only when asked (``options={"features": {"norm_gemm_dot": True}}``).
 """
 
 from __future__ import annotations
@@ -111,6 +115,34 @@ def _norm_row(X, R, G, S, row, stride_xm, stride_xk, stride_rm, offs_k, K, eps, 
     if HAS_G:
         yv = yv * (tl.load(G + offs_k, mask=kmask, other=0.0).to(tl.float32) + offset)
     return _round_to(yv, X.dtype.element_ty, MANUAL_BF16)
+
+
+@triton.jit
+def _norm_tile(x, ss, R, G, S, x_rows, mask_m, offs, K, stride_rm, offset, store_s,
+               HAS_RES: tl.constexpr, HAS_G: tl.constexpr, MANUAL_BF16: tl.constexpr):
+    """One K block of the dot tile's RMSNorm prologue (``NORM`` with ``DOT``): ``x`` (BLOCK_M, BLOCK_K) is the
+    norm's input at columns ``offs``; returns the GEMM's activation tile ``round(s * (g + offset))`` and the
+    running row sums of squares ``ss`` (float32, of ``s``).
+
+    ``s = round(x + r)`` to x's dtype as the RMSNorm kernels round it (stored by the programs of column block 0,
+    ``store_s``), the sum of squares in float32 of that rounded ``s``; the row's ``rstd`` is only known after the
+    K loop, so it scales the float32 accumulator rows instead of the activation (``acc * rstd``): one rounding
+    of the activation, as the unfolded graph has, at another place (``round(s * g) * rstd`` instead of
+    ``round(s * rstd * g)``; docs/ops.md, rms_norm_gemm).
+    """
+    kmask = offs < K
+    xv = x.to(tl.float32)
+    if HAS_RES:
+        rv = tl.load(R + x_rows[:, None].to(tl.int64) * stride_rm + offs[None, :], mask=kmask[None, :],
+                     other=0.0).to(tl.float32)
+        sv = _round_to(xv + rv, x.dtype, MANUAL_BF16)
+        tl.store(S + x_rows[:, None].to(tl.int64) * K + offs[None, :], sv,
+                 mask=mask_m[:, None] & (offs < K * store_s)[None, :])  # store_s: 0 or 1
+        xv = sv.to(tl.float32)
+    ss += tl.sum(xv * xv, axis=1)
+    if HAS_G:
+        xv = xv * (tl.load(G + offs, mask=kmask, other=0.0).to(tl.float32) + offset)[None, :]
+    return _round_to(xv, x.dtype, MANUAL_BF16), ss
 
 
 @triton.jit
@@ -188,8 +220,12 @@ def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, n
         if PDL:
             gdc_wait()
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        ss = tl.zeros((BLOCK_M,), dtype=tl.float32)  # NORM: the rows' sums of squares (dead code otherwise)
         for k0 in range(k_lo, k_hi, BLOCK_K):
             x, w = _load_xw(x_ptrs, w_ptrs, k0, offs_k, k_hi, EVEN_K)
+            if NORM:  # the dot tile's prologue: x becomes round(s * (g + offset)); rstd scales acc after the loop
+                x, ss = _norm_tile(x, ss, R, G, S, x_rows, mask_m, k0 + offs_k, K, stride_rm, offset,
+                                   tl.where((nb + col0) == 0, 1, 0), HAS_RES, HAS_G, MANUAL_BF16)
             if DOT:
                 if MANUAL_BF16:  # interpreter: its bf16 tl.dot returns garbage (seen with triton 3.9): exact fp32
                     acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")
@@ -201,6 +237,8 @@ def _tile(X, W, B, Y, P, M, N, K, col0, NTOT, stride_xm, stride_xk, stride_wn, n
                 acc += tl.sum(x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
             x_ptrs += BLOCK_K * stride_xk
             w_ptrs += BLOCK_K
+        if NORM:
+            acc = acc * _inv_rms(ss, K, eps)[:, None]
     mask = mask_m[:, None] & mask_n[None, :]
     if SPLIT_K == 1:
         if HAS_BIAS:
@@ -375,6 +413,11 @@ def aot_cases() -> list[dict]:
     cases[-1]["constexprs"]["M"] = 1
     main_case("qkv_norm_gemvfull_m2_fp16", "fp16", 3, Config(2, 4, 1024, 1, 4, 1, False, False, True, True),
               even_k=False, norm=(True, False, False))
+    # the dot tile's RMSNorm prologue (M 2..32, gemm_configs.NORM_DOT_MK): the fold's own tile at M = 8 with add +
+    # RMSNorm (BLOCK_K 64), and at M = 32 (BLOCK_K 32) with a masked K and a weightless plain norm
+    main_case("qkv_addnorm_dot_m8_bf16", "bf16", 3, Config(16, 32, 64, 1, 4, 3, True), norm=(True, True, True))
+    main_case("gateup_norm_dot_m32_fp32", "fp32", 2, Config(32, 32, 32, 1, 4, 3, True), ieee=True, even_k=False,
+              norm=(True, False, False))
     # one deep-pipeline dot tile (Qwen3's M = 8 pick), compiled at its 5 stages: 61 KiB of the 64 KiB gfx942
     # LDS if every stage is buffered. Only one: the 5-stage compiles took 10-24 s each for gfx950 on the
     # 2-core dev machine (triton 3.9, 2026-12-01), too much for CI's budget

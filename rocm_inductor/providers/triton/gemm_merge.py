@@ -29,7 +29,17 @@ import triton
 from .._gemm_limits import MAX_WEIGHTS, single_refused
 from . import gemm_kernels as kernels
 from . import gemm_knobs as knobs
-from .gemm_configs import DTYPES, MAX_M, Config, _sms, candidates, default_config, prologue_fits, warp_size
+from .gemm_configs import (
+    DTYPES,
+    MAX_M,
+    Config,
+    _sms,
+    candidates,
+    default_config,
+    dot_prologue_fits,
+    prologue_fits,
+    warp_size,
+)
 from .gemm_tables import measured_loss, measured_single, table_config
 
 
@@ -114,7 +124,8 @@ def launch(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tens
     """Run ``cfg`` once (no checks beyond shapes; :func:`merged_gemm` validates). Returns the outputs.
 
     ``norm``: x is the input of that RMSNorm and the GEMM reads its output (one launch; ``cfg`` must pass
-    :func:`prologue_fits`, else ValueError). ValueError too where ``cfg.block_m < M`` (one M block)."""
+    :func:`prologue_fits` or :func:`gemm_configs.dot_prologue_fits`, else ValueError). ValueError too where
+    ``cfg.block_m < M`` (one M block)."""
     m, k = x.shape
     ns = [w.shape[0] for w in weights]
     if outs is None:
@@ -143,8 +154,9 @@ def launch(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tens
         raise ValueError(f"config BLOCK_M {cfg.block_m} < M {m}: the kernel's grid has no M dimension")
     if cfg.full and not cfg.dot and cfg.block_k * split < k:
         raise ValueError(f"full-K GEMV tile needs BLOCK_K * SPLIT_K >= K, got {cfg.block_k} * {split} < {k}")
-    if norm is not None and not prologue_fits(cfg, k):
-        raise ValueError(f"an RMSNorm prologue needs the full-K GEMV tile without a K split, got {cfg}")
+    if norm is not None and not (prologue_fits(cfg, k) or dot_prologue_fits(cfg, x.dtype)):
+        raise ValueError(f"an RMSNorm prologue needs the full-K GEMV tile or a bf16/fp32 dot tile, without a K "
+                         f"split, got {cfg}")
     work = torch.empty((split, m, ntot), dtype=torch.float32, device=x.device) if split > 1 else outs[0]
     nrm = {"R": x, "G": x, "S": x, "stride_rm": 0, "eps": 0.0, "offset": 0.0}
     if norm is not None:

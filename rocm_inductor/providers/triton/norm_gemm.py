@@ -12,6 +12,12 @@ normalises them itself (K elements per row from L2: 4 KB at Llama-3.2-1B's K = 2
 (dot tiles from M = 4, split-K tiles) two launches: the RMSNorm kernel, then the merged GEMM, which is what the
 unfolded graph ran.
 
+At M 2..32 the dot tiles take the prologue too (``gemm_kernels._norm_tile``: row sums of squares next to the dot
+in the K loop, the rstd applied to the accumulator rows, the norm weight folded into the activation tile; bf16 /
+fp32, no K split: :func:`gemm_configs.dot_prologue_fits`). Where the GEMM's pick is a split or GEMV tile the
+fold runs :func:`fold_config`'s dot tile instead. On a GPU the pass takes M >= 2 only where a prologue tile was
+measured or ``options={"features": {"norm_gemm_dot": True}}`` asks (spec key ``dot_prologue``): not measured yet.
+
 Why: at decode the norm before q/k/v, gate/up and lm_head is a latency-bound launch (~1.8 us in a CUDA graph
 on the H200 for (1, 2048) bf16, ``benchmarks/results/runs/ipdl_pair.csv``), next to a GEMM whose weights
 stream in ~3 us: the fixed cost of the second launch is most of what separates q/k/v from its HBM floor.
@@ -19,6 +25,7 @@ stream in ~3 us: the fixed cost of the second launch is most of what separates q
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -28,7 +35,7 @@ from . import gemm_knobs as knobs
 from . import gemm_merge as gm
 from . import gemm_tables as tables
 from . import rms_norm as rms
-from .gemm_configs import Config, prologue_fits
+from .gemm_configs import NORM_DOT_MK, Config, dot_prologue_fits, norm_dot_config, prologue_fits
 from .gemm_tables import prologue_config
 
 #: (M, K, Ns, dtype, device) -> the prologue tile :func:`pick_config` found for it (None: none measured).
@@ -49,10 +56,26 @@ def pick_config(x2: torch.Tensor, weights: list[torch.Tensor], biases: list[torc
     return cfg or gm.pick_config(x2, weights, biases)
 
 
-def one_launch(cfg: Config, m: int, k: int) -> bool:
+def one_launch(cfg: Config, m: int, k: int, dtype: torch.dtype | None = None) -> bool:
     """Whether :func:`rms_norm_gemm` runs ``cfg`` as one launch for M rows of width K (non-empty outputs): the
-    config takes the prologue (:func:`gemm_configs.prologue_fits`) and its BLOCK_M covers M."""
-    return prologue_fits(cfg, k) and m <= cfg.block_m
+    config takes the GEMV prologue (:func:`gemm_configs.prologue_fits`) or, given ``dtype``, the dot tile's
+    (:func:`gemm_configs.dot_prologue_fits`), and its BLOCK_M covers M."""
+    fits = prologue_fits(cfg, k) or (dtype is not None and dot_prologue_fits(cfg, dtype))
+    return fits and m <= cfg.block_m
+
+
+def fold_config(cfg: Config, m: int, k: int, dtype: torch.dtype) -> Config:
+    """The config of the fold for the GEMM's pick ``cfg``: ``cfg`` where it runs in one launch; at M >= 2 a dot
+    tile of it without the K split (BLOCK_K within ``gemm_configs.NORM_DOT_MK``), else
+    :func:`gemm_configs.norm_dot_config`, where those can (bf16 / fp32); else ``cfg`` (two launches: the norm
+    kernel, then the GEMM)."""
+    if one_launch(cfg, m, k, dtype) or m < 2:
+        return cfg
+    own = dataclasses.replace(cfg, split_k=1, block_k=max(16, min(cfg.block_k, NORM_DOT_MK // cfg.block_m)))
+    for c in ((own,) if cfg.dot else ()) + (norm_dot_config(m, k, dtype),):
+        if one_launch(c, m, k, dtype):
+            return c
+    return cfg
 
 
 def check(spec: dict[str, Any], device: str | None = None) -> str | None:
@@ -61,6 +84,9 @@ def check(spec: dict[str, Any], device: str | None = None) -> str | None:
     choice, taken only where one launch measured faster than the two (elsewhere the graph keeps them, as it
     would run the same two kernels). CPU / the interpreter, or ``ROCM_FUSED_GEMM_UNMEASURED=1`` (as for the
     merged GEMM): no measurement needed.
+
+    ``spec["dot_prologue"]`` (the pass sets it from ``options={"features": {"norm_gemm_dot": True}}``) takes
+    M >= 2 (or symbolic) without a measured tile, bf16 / fp32 only: the dot tile's prologue, not measured yet.
 
     Args:
         spec: keys of ``rocm_inductor.ops.norm_gemm.norm_gemm_spec``; device: GPU name (default: the current one;
@@ -74,6 +100,11 @@ def check(spec: dict[str, Any], device: str | None = None) -> str | None:
     if why is not None or device is None or gm._interpreting() or knobs.current().unmeasured:
         return why
     m, k, ns = spec.get("m"), spec.get("k"), tuple(spec.get("ns") or ())
+    if spec.get("dot_prologue") and (m is None or m >= 2):  # asked for (options features.norm_gemm_dot)
+        if spec.get("dtype") not in (torch.bfloat16, torch.float32):
+            return ("the dot tile's RMSNorm prologue takes bfloat16 / float32 (s * weight before the rstd may "
+                    "overflow float16)")
+        return None
     if m is None:
         return "symbolic M: prologue tiles are measured per static M (tuning store: rms_norm_gemm)"
     if prologue_config(m, k, ns, spec.get("dtype"), device) is None:
@@ -110,8 +141,8 @@ def rms_norm_gemm(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: t
     x2 = rms._rows(x, k)
     m = x2.shape[0]
     weights, biases = gm.validated(x2, weights, biases)
-    cfg = config or pick_config(x2, weights, biases)
-    if m > 0 and all(w.shape[0] > 0 for w in weights) and one_launch(cfg, m, k):
+    cfg = config or fold_config(pick_config(x2, weights, biases), m, k, x.dtype)
+    if m > 0 and all(w.shape[0] > 0 for w in weights) and one_launch(cfg, m, k, x.dtype):
         s = None if residual is None else torch.empty(x.shape, dtype=x.dtype, device=x.device)
         norm = gm.NormPrologue(None if residual is None else rms._rows(residual, k),
                                None if norm_weight is None else norm_weight.contiguous(), eps, offset,
