@@ -64,8 +64,9 @@ from ..context import PassContext
 from ..contract import Candidate, Miss, RewritePass, choose_or_miss
 from ..fx import is_call, val
 from . import emit as _emit
+from . import kinds
 from .chain import Chain, recognise
-from .draw import draw, escaping_probs, gumbel_draw, unrecognised_draws
+from .draw import draw, draw_probs, escaping_probs, gumbel_draw, unrecognised_draws
 from .emit import chain_spec, verify_chain
 
 __all__ = ["Chain", "SamplingPass", "recognise"]
@@ -92,12 +93,39 @@ def read_chain(n: Node) -> Chain:
     if escaped is not None:  # the filtered distribution is needed anyway: draw on it, filters stay
         c = Chain(n, escaped, c.keepdim, is_probs=True, escaped=True)
     sv = val(c.scores)
-    if not isinstance(sv, torch.Tensor) or sv.ndim != 2 or not sv.is_floating_point():
-        raise Miss("scores are not a 2D float tensor (batch, vocab)", what="sampling draw")
+    if not isinstance(sv, torch.Tensor) or sv.ndim not in (1, 2) or not sv.is_floating_point():
+        raise Miss("scores are not a 1-D (vocab) or 2-D (batch, vocab) float tensor", what="sampling draw")
     c = recognise(c)
     if c.refused:
         raise Miss(c.refused + "; it stays in Inductor")
-    return c
+    return c if c.escaped else by_kind(c)
+
+
+def by_kind(c: Chain) -> Chain:
+    """The chain with its filters named by kind (:func:`~.kinds.name_region`) when a ``topk`` / ``sort`` /
+    ``cumsum`` over the vocabulary is left above what the structural walk took; a kind the op can't take, or
+    none, is noted on ``c`` (the emitted draw's near-miss says it), and ``c`` is returned as it was."""
+    n = c.anchor
+    sv = val(c.scores)
+    v = sv.shape[-1]
+    if not kinds.filter_anchors(c.scores, v):
+        return c
+    out, space = draw_probs(n), "probs"
+    if out is None:  # Gumbel-max reads logits: argmax(s - log(-log(u)))
+        out, space = n.args[0].args[0], "logits"
+    named = kinds.name_region(out, space, n, 1 if sv.ndim == 1 else sv.shape[0], v)
+    if isinstance(named, str):
+        c.notes.append(named)
+        return c
+    if named is None:
+        return c
+    sg = kinds.sorted_gather(n)
+    params = dict(temperature=named.temperature, top_k=named.top_k, top_p=named.top_p, min_p=named.min_p)
+    new = Chain(n, named.s0, True if sg else c.keepdim, order=named.order, named=True,
+                gathered=sg[0] if sg else None, **params)
+    new.verified = ("filters named by kind (" + "+".join(reversed(named.order)) + ") and verified on random "
+                    "logits in float64")
+    return recognise(new, pre=True)
 
 
 class SamplingPass(RewritePass):
