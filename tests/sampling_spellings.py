@@ -372,7 +372,7 @@ def vllm_top_k_only(temperature: float = 0.7, top_k: int = 5):
     ``logits.masked_fill_(logits < kth, -inf)``, then ``random_sample`` (every row's k the same constant here)."""
 
     def fn(logits):
-        logits = logits[:, -1].float()
+        logits = logits[:, -1].float().clone()  # the model's fresh float32 logits (a view of the input here)
         logits.div_(temperature)
         idx = torch.full((logits.shape[0], 1), top_k - 1, dtype=torch.long, device=logits.device)
         top_k_mask = logits.topk(top_k, dim=1).values.gather(1, idx)

@@ -103,13 +103,13 @@ def read_chain(n: Node) -> Chain:
 
 def by_kind(c: Chain) -> Chain:
     """The chain with its filters named by kind (:func:`~.kinds.name_region`) when a ``topk`` / ``sort`` /
-    ``cumsum`` over the vocabulary is left above what the structural walk took; a kind the op can't take, or
+    ``cumsum`` over the vocabulary is left above what the structural walk took (or in its ban's mask); a kind the op can't take, or
     none, is noted on ``c`` (the emitted draw's near-miss says it), and ``c`` is returned as it was."""
     n = c.anchor
     sv = val(c.scores)
     v = sv.shape[-1]
-    if not kinds.filter_anchors(c.scores, v):
-        return c
+    if not kinds.filter_anchors(c.scores, v) and not (c.ban is not None and kinds.filter_anchors(c.ban, v)):
+        return c  # nothing left: a ban mask computed from a topk / sort (a filter taken for a ban) is named too
     out, space = draw_probs(n), "probs"
     if out is None:  # Gumbel-max reads logits: argmax(s - log(-log(u)))
         out, space = n.args[0].args[0], "logits"

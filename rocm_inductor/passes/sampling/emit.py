@@ -136,7 +136,7 @@ def emit(graph: Graph, ctx: PassContext, c: Chain, choice: Choice) -> Match:
             "probabilities (is_probs), the filters stay in Inductor") if c.escaped else c.verified
     record = Match("sampling", "sample", choice.provider, shape, dtype, where, note)
     graph.eliminate_dead_code()
-    left = upstream_filter(c.scores)
+    left = upstream_filter(c.scores) or (upstream_filter(c.ban) if c.ban is not None else None)
     reasons = ([c.stopped_at] if c.stopped_at else []) + c.notes
     if left is not None and not reasons:
         reasons.append(f"a {left.target.__name__.split('.')[0]} over the vocabulary above the draw (a filter) was "
