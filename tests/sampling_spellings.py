@@ -476,6 +476,28 @@ def flashinfer_top_p_reference(top_p: float = 0.8):
     return fn
 
 
+def vllm_min_p_top_p(min_p: float = 0.3, top_p: float = 0.6):
+    """vLLM v1 ``Sampler.sample``'s order: ``apply_min_p`` (as in :func:`vllm_min_p`) *before*
+    ``apply_top_k_top_p(logits, None, p)`` (ascending sort, cumsum ``<= 1 - p``, scattered back), then
+    ``random_sample``. The op applies min-p after top-p (HF's order): named, left to Inductor with the reason."""
+
+    def fn(logits):
+        logits = logits[:, -1].float()
+        probs = torch.softmax(logits, dim=-1)
+        top_probs, _ = probs.max(dim=-1, keepdim=True)
+        logits = logits.masked_fill(probs < min_p * top_probs, -float("inf"))
+        logits_sort, logits_idx = logits.sort(dim=-1, descending=False)
+        top_p_mask = torch.cumsum(logits_sort.softmax(dim=-1), dim=-1) <= 1 - top_p
+        top_p_mask[:, -1] = False
+        logits_sort = logits_sort.masked_fill(top_p_mask, -float("inf"))
+        logits = logits_sort.scatter(dim=-1, index=logits_idx, src=logits_sort)
+        probs = logits.softmax(dim=-1, dtype=torch.float32)
+        q = torch.empty_like(probs).exponential_()
+        return probs.div_(q).argmax(dim=-1).view(-1)
+
+    return fn
+
+
 #: The spellings above, by name (issue 32's "code outside the corpus"), each with the filtered distribution it
 #: draws from as ``exact_distribution``'s (temperature, top_k, top_p, min_p, top_k_first).
 KIND_SPELLINGS = {

@@ -80,7 +80,8 @@ def gumbel_draw(n: Node) -> Chain | None:
     if not (is_call(a, aten.sub.Tensor) and len(a.args) == 2 and a.kwargs.get("alpha", 1) == 1):
         return None
     s, g = a.args
-    if not (isinstance(s, Node) and _gumbel_noise(g) and ndim(s) in (1, 2)) or tuple(val(g).shape) != tuple(val(s).shape):
+    if not (isinstance(s, Node) and _gumbel_noise(g) and ndim(s) in (1, 2)) or \
+            tuple(val(g).shape) != tuple(val(s).shape):
         return None
     keep = bool(n.args[2]) if len(n.args) > 2 else bool(n.kwargs.get("keepdim", False))
     return Chain(n, s, keep)

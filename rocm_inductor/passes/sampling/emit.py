@@ -14,7 +14,7 @@ from ...ops.sampling import sample_spec
 from ...platform import Choice
 from ...report import Match, NearMiss, describe, location_of
 from ..context import PassContext
-from ..fx import cudagraphs_on, insert_call, is_call, val
+from ..fx import cudagraphs_on, insert_call, val
 from .chain import Chain
 from .draw import draw_probs
 

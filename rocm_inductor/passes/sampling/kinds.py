@@ -8,9 +8,9 @@ row of every seed (within :data:`ATOL`), it is the region's kind and its paramet
 Candidates are ordered and capped by what the region's anchor ops say (``topk``, or a ``sort`` with integer
 constants -> the top-k family; ``cumsum`` -> top-p; a product with a constant in (0, 1) -> min-p), and a
 parameter value is tried only when its filter alone keeps every token the region keeps (each filter of a
-combination keeps a superset of what the combination keeps), so a region costs tens of evaluations, not
-thousands. The draw may read the probabilities in sorted order (``gather(sort(x)[1], -1, multinomial(q))``:
-SGLang, meta-llama): the distribution is then scattered back before the comparison. The math of each filter is
+combination keeps a superset of what the combination keeps), and combinations of fewer filters come first, so
+a region costs tens of evaluations, not thousands (at most :data:`MAX_CANDIDATES`). The draw may read the
+probabilities in sorted order (``gather(sort(x)[1], -1, multinomial(q))``: SGLang, meta-llama): the distribution is then scattered back before the comparison. The math of each filter is
 the op's reference (``providers/reference_sampling.py``).
 """
 
@@ -30,9 +30,12 @@ from ..fx import is_call, same, val
 
 aten = torch.ops.aten
 
-#: Seeds of the random logits (three: a top-p threshold one seed's rows happen to straddle the same way is
-#: separated by another).
-SEEDS = (0, 1, 2)
+#: Seeds of the random logits and the scale of each (flat rows, where top-p keeps many tokens and top-k binds,
+#: and peaked ones, where top-p keeps few: a filter that binds on neither is provably a no-op there).
+SEEDS = ((0, 0.3), (1, 2.0), (2, 6.0))
+#: Rows evaluated per scale at least (a batch of 3 rows gets 11 seeds per scale: the peaked rows where a
+#: min_tokens_to_keep = 2 shows are a few per cent of a scale's rows).
+MIN_ROWS = 32
 #: Absolute tolerance on probabilities (both sides are float64 evaluations of the same filter: ~1e-16 apart).
 ATOL = 1e-9
 #: The most kind candidates one region is compared with.
@@ -165,17 +168,19 @@ def name_region(out: Node, space: str, draw: Node, b: Any, v: Any) -> Named | st
                 cands.append(x)
     order = {n: i for i, n in enumerate(out.graph.nodes)}
     cands.sort(key=lambda n: order.get(n, 0))
-    why = "no top-k / top-p / min-p kind (HF or vLLM order, parameters from the region's constants) fits"
+    nokind = "no top-k / top-p / min-p kind (HF or vLLM order, parameters from the region's constants) fits"
+    why = ""
     for s0 in cands[:4]:
         region = discover.extract([s0], outs)
         if isinstance(region, str):
-            why = f"the filter region can't be named: {region}"
+            why = why or f"the filter region can't be named: {region}"
             continue
         got = _try(region, s0, space, sg is not None)
         if isinstance(got, Named):
             return got
-        why = got or why
-    return why
+        if not why or why.startswith("the filter region can't be named"):  # an evaluated region says more
+            why = got or nokind
+    return why or nokind
 
 
 def _try(region: Any, s0: Node, space: str, sorted_out: bool) -> Named | str | None:
@@ -188,9 +193,10 @@ def _try(region: Any, s0: Node, space: str, sorted_out: bool) -> Named | str | N
         if math.prod(shape) > MAX_NUMEL:
             return "the filter region is too large to evaluate at compile time"
         xs, dists = [], []
-        for seed in SEEDS:
+        reps = max(1, -(-MIN_ROWS // max(1, math.prod(shape[:-1]))))  # small batches: more seeds per scale
+        for seed, scale in [(s * reps + r, sc) for s, sc in SEEDS for r in range(reps)]:
             g = torch.Generator().manual_seed(seed)
-            x = torch.randn(shape, generator=g, dtype=torch.float64) * 2
+            x = torch.randn(shape, generator=g, dtype=torch.float64) * scale
             xs.append(x.reshape(-1, shape[-1]))
             dists.append(_region_dist(region, x, subs, space, sorted_out).reshape(-1, shape[-1]))
         x, d = torch.cat(xs), torch.cat(dists)
@@ -217,8 +223,9 @@ def _try(region: Any, s0: Node, space: str, sorted_out: bool) -> Named | str | N
             if fam_k else []
         ps = sorted({p for f in fracs for p in (f, 1.0 - f) if alone(t, 0, p, 0.0)}) if fam_p else []
         mps = sorted(f for f in fracs if alone(t, 0, 1.0, f)) if fam_m else []
-        for k, p, mp in itertools.product([*ks, 0] if ks else [0], [*ps, 1.0] if ps else [1.0],
-                                          [*mps, 0.0] if mps else [0.0]):
+        # fewest filters first: a filter that never binds on these rows is left out, not named
+        for k, p, mp in sorted(itertools.product([0, *ks], [1.0, *ps], [0.0, *mps]),
+                               key=lambda c: (c[0] > 0) + (c[1] < 1.0) + (c[2] > 0.0)):
             orders = ["hf"] + (["pk"] if k and p < 1.0 else []) + (["vllm"] if mp > 0 and p < 1.0 else [])
             for o in orders:
                 tried += 1
