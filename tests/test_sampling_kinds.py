@@ -35,8 +35,8 @@ class _Stop(Exception):
 
 def _rewrite_all():
     """Every KIND_SPELLINGS entry, vLLM's min-p-before-top-p and HF top-p with min_tokens_to_keep = 2, in one
-    function of one input each, through Dynamo, AOTAutograd and our passes; returns the rewritten graph's outputs run eagerly, its op counts, the
-    sample ops' arguments (graph order) and the report."""
+    function of one input each, through Dynamo, AOTAutograd and our passes; returns the rewritten graph's
+    outputs run eagerly, its op counts, the sample ops' arguments (graph order) and the report."""
     fns = [S.KIND_SPELLINGS[n][0] for n in NAMES]
     fns += [S.vllm_min_p_top_p(), S.hf_sampler(top_p=0.5, min_tokens_to_keep=2)]
     xs = [LOGITS.expand(1 if n in ONE_D else ROWS, 1, -1).contiguous() for n in NAMES] + \

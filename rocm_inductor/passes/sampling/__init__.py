@@ -104,7 +104,8 @@ def read_chain(n: Node) -> Chain:
 def by_kind(c: Chain) -> Chain:
     """The chain with its filters named by kind (:func:`~.kinds.name_region`) when a ``topk`` / ``sort`` /
     ``cumsum`` over the vocabulary is left above what the structural walk took (or in its ban's mask); a kind
-    the op can't take, or none, is noted on ``c`` (the emitted draw's near-miss says it), and ``c`` is returned as it was."""
+    the op can't take, or none, is noted on ``c`` (the emitted draw's near-miss says it), and ``c`` is returned
+    as it was."""
     n = c.anchor
     sv = val(c.scores)
     v = sv.shape[-1]

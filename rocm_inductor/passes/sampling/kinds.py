@@ -10,8 +10,9 @@ constants -> the top-k family; ``cumsum`` -> top-p; a product with a constant in
 parameter value is tried only when its filter alone keeps every token the region keeps (each filter of a
 combination keeps a superset of what the combination keeps), and combinations of fewer filters come first, so
 a region costs tens of evaluations, not thousands (at most :data:`MAX_CANDIDATES`). The draw may read the
-probabilities in sorted order (``gather(sort(x)[1], -1, multinomial(q))``: SGLang, meta-llama): the distribution is then scattered back before the comparison. The math of each filter is
-the op's reference (``providers/reference_sampling.py``).
+probabilities in sorted order (``gather(sort(x)[1], -1, multinomial(q))``: SGLang, meta-llama): the
+distribution is then scattered back before the comparison. The math of each filter is the op's reference
+(``providers/reference_sampling.py``).
 """
 
 from __future__ import annotations
