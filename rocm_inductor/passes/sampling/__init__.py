@@ -39,6 +39,14 @@ rewritten draw. Per-row top-k (a tensor k, which ``topk`` can't take) is not rec
 seed in the graph (``aten.randint``, a fallback that uses torch's device generator, which CUDA/HIP graphs advance
 on each replay).
 
+Spellings the structural reads miss (a k-th column expanded or gathered, a finite fill, top-k scattered into
+a ``-inf`` row, a descending sort with a shifted mask, vLLM's sorted top-k / top-p, sorted-order draws
+``gather(sort_idx, -1, multinomial(q))``): when a ``topk`` / ``sort`` / ``cumsum`` over the vocabulary is
+left above the walked chain (or in its ban's mask), the region is named by kind (``kinds.py``: float64 on
+random logits against top-k / top-p / min-p and their combinations, parameters from its constants); a region
+no kind fits stays in Inductor as a near-miss with the reason. 1-D logits (litgpt, gpt-oss) are taken as one
+row (the op's output viewed back to the draw's shape).
+
 The steps (``passes/contract.py``): ``find`` takes every ``multinomial`` and ``argmax``; ``read`` recognises
 the draw (``draw.py``) and walks up the chain (``chain.py``: ``filters.py``, ``min_p.py``, ``softmax.py``);
 ``gate`` verifies it and chooses the provider; ``emit`` rewrites (``emit.py``); ``finish`` reports the random
