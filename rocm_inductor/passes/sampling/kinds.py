@@ -37,6 +37,8 @@ SEEDS = ((0, 0.3), (1, 2.0), (2, 6.0))
 #: Rows evaluated per scale at least (a batch of 3 rows gets 11 seeds per scale: the peaked rows where a
 #: min_tokens_to_keep = 2 shows are a few per cent of a scale's rows).
 MIN_ROWS = 32
+#: The elements of one scale's random logits when more seeds are drawn for a small batch.
+EVAL_NUMEL = 1 << 19
 #: Absolute tolerance on probabilities (both sides are float64 evaluations of the same filter: ~1e-16 apart).
 ATOL = 1e-9
 #: The most kind candidates one region is compared with.
@@ -194,7 +196,8 @@ def _try(region: Any, s0: Node, space: str, sorted_out: bool) -> Named | str | N
         if math.prod(shape) > MAX_NUMEL:
             return "the filter region is too large to evaluate at compile time"
         xs, dists = [], []
-        reps = max(1, -(-MIN_ROWS // max(1, math.prod(shape[:-1]))))  # small batches: more seeds per scale
+        # small batches: more seeds per scale, within EVAL_NUMEL elements (a 128k vocabulary gets 4 per scale)
+        reps = max(1, min(-(-MIN_ROWS // max(1, math.prod(shape[:-1]))), EVAL_NUMEL // math.prod(shape)))
         for seed, scale in [(s * reps + r, sc) for s, sc in SEEDS for r in range(reps)]:
             g = torch.Generator().manual_seed(seed)
             x = torch.randn(shape, generator=g, dtype=torch.float64) * scale
