@@ -39,6 +39,14 @@ rewritten draw. Per-row top-k (a tensor k, which ``topk`` can't take) is not rec
 seed in the graph (``aten.randint``, a fallback that uses torch's device generator, which CUDA/HIP graphs advance
 on each replay).
 
+Spellings the structural reads miss (a k-th column expanded or gathered, a finite fill, top-k scattered into
+a ``-inf`` row, a descending sort with a shifted mask, vLLM's sorted top-k / top-p, sorted-order draws
+``gather(sort_idx, -1, multinomial(q))``): when a ``topk`` / ``sort`` / ``cumsum`` over the vocabulary is
+left above the walked chain (or in its ban's mask), the region is named by kind (``kinds.py``: float64 on
+random logits against top-k / top-p / min-p and their combinations, parameters from its constants); a region
+no kind fits stays in Inductor as a near-miss with the reason. 1-D logits (litgpt, gpt-oss) are taken as one
+row (the op's output viewed back to the draw's shape).
+
 The steps (``passes/contract.py``): ``find`` takes every ``multinomial`` and ``argmax``; ``read`` recognises
 the draw (``draw.py``) and walks up the chain (``chain.py``: ``filters.py``, ``min_p.py``, ``softmax.py``);
 ``gate`` verifies it and chooses the provider; ``emit`` rewrites (``emit.py``); ``finish`` reports the random
@@ -64,8 +72,9 @@ from ..context import PassContext
 from ..contract import Candidate, Miss, RewritePass, choose_or_miss
 from ..fx import is_call, val
 from . import emit as _emit
+from . import kinds
 from .chain import Chain, recognise
-from .draw import draw, escaping_probs, gumbel_draw, unrecognised_draws
+from .draw import draw, draw_probs, escaping_probs, gumbel_draw, unrecognised_draws
 from .emit import chain_spec, verify_chain
 
 __all__ = ["Chain", "SamplingPass", "recognise"]
@@ -92,12 +101,40 @@ def read_chain(n: Node) -> Chain:
     if escaped is not None:  # the filtered distribution is needed anyway: draw on it, filters stay
         c = Chain(n, escaped, c.keepdim, is_probs=True, escaped=True)
     sv = val(c.scores)
-    if not isinstance(sv, torch.Tensor) or sv.ndim != 2 or not sv.is_floating_point():
-        raise Miss("scores are not a 2D float tensor (batch, vocab)", what="sampling draw")
+    if not isinstance(sv, torch.Tensor) or sv.ndim not in (1, 2) or not sv.is_floating_point():
+        raise Miss("scores are not a 1-D (vocab) or 2-D (batch, vocab) float tensor", what="sampling draw")
     c = recognise(c)
     if c.refused:
         raise Miss(c.refused + "; it stays in Inductor")
-    return c
+    return c if c.escaped else by_kind(c)
+
+
+def by_kind(c: Chain) -> Chain:
+    """The chain with its filters named by kind (:func:`~.kinds.name_region`) when a ``topk`` / ``sort`` /
+    ``cumsum`` over the vocabulary is left above what the structural walk took (or in its ban's mask); a kind
+    the op can't take, or none, is noted on ``c`` (the emitted draw's near-miss says it), and ``c`` is returned
+    as it was."""
+    n = c.anchor
+    sv = val(c.scores)
+    v = sv.shape[-1]
+    if not kinds.filter_anchors(c.scores, v) and not (c.ban is not None and kinds.filter_anchors(c.ban, v)):
+        return c  # nothing left: a ban mask computed from a topk / sort (a filter taken for a ban) is named too
+    out, space = draw_probs(n), "probs"
+    if out is None:  # Gumbel-max reads logits: argmax(s - log(-log(u)))
+        out, space = n.args[0].args[0], "logits"
+    named = kinds.name_region(out, space, n, 1 if sv.ndim == 1 else sv.shape[0], v)
+    if isinstance(named, str):
+        c.notes.append(named)
+        return c
+    if named is None:
+        return c
+    sg = kinds.sorted_gather(n)
+    params = dict(temperature=named.temperature, top_k=named.top_k, top_p=named.top_p, min_p=named.min_p)
+    new = Chain(n, named.s0, True if sg else c.keepdim, order=named.order, named=True,
+                gathered=sg[0] if sg else None, **params)
+    new.verified = ("filters named by kind (" + "+".join(reversed(named.order)) + ") and verified on random "
+                    "logits in float64")
+    return recognise(new, pre=True)
 
 
 class SamplingPass(RewritePass):

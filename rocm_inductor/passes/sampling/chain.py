@@ -33,6 +33,8 @@ class Chain:
     notes: list[str] = dataclasses.field(default_factory=list)  # partial matches (for near-miss reports)
     verified: str = ""  # the verification's note for the report, empty when not verified
     escaped: bool = False  # the draw is rewritten on probabilities also used elsewhere; the filters stay
+    gathered: Node | None = None  # a sorted-order draw's gather back to token ids (replaced with the draw)
+    named: bool = False  # the filters were named by kind (kinds.py: verified on random logits)
 
     @property
     def top_k_first(self) -> bool:
@@ -41,15 +43,16 @@ class Chain:
 
 
 
-def recognise(chain: Chain) -> Chain:
-    """Walk up from ``chain.scores`` absorbing filters, temperature and a ban (the package docstring's grammar)."""
+def recognise(chain: Chain, pre: bool = False) -> Chain:
+    """Walk up from ``chain.scores`` absorbing filters, temperature and a ban (the package docstring's grammar);
+    ``pre``: the filters are already known (named by kind), only a temperature (unless one was named) and a
+    ban are absorbed above them."""
     if chain.is_probs:
         return chain
     sv = val(chain.scores)
-    b, v = sv.shape
+    b, v = (1, sv.shape[0]) if sv.ndim == 1 else sv.shape
     s = chain.scores
-    pre = False  # after temperature/ban only temperature/ban may follow upstream
-    t_seen = False
+    t_seen = pre and chain.temperature != 1.0  # after temperature/ban only temperature/ban may follow upstream
     while True:
         mp = read_min_p(s, b)
         if not pre:

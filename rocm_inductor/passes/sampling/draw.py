@@ -36,17 +36,17 @@ def _exponential_of(q: Node) -> bool:
 
 
 def draw(n: Node) -> Chain | None:
-    """A sampling draw at ``n``: multinomial(p, 1) or argmax(p / exponential)."""
+    """A sampling draw at ``n``: multinomial(p, 1) or argmax(p / exponential), p of shape (B, V) or (V,)."""
     if is_call(n, aten.multinomial.default):
         num = n.args[1] if len(n.args) > 1 else n.kwargs.get("num_samples")
-        if num != 1 or n.kwargs.get("generator") is not None or ndim(n.args[0]) != 2:
+        if num != 1 or n.kwargs.get("generator") is not None or ndim(n.args[0]) not in (1, 2):
             return None
         p = n.args[0]
         s = softmax_input(p)
         return Chain(n, p, True, is_probs=True) if s is None else Chain(n, s, True)
     if is_call(n, aten.argmax.default) and len(n.args) >= 2 and is_call(n.args[0], aten.div.Tensor):
         p, q = n.args[0].args
-        if not (isinstance(p, Node) and isinstance(q, Node) and ndim(p) == 2 and last_dim(p, n.args[1])
+        if not (isinstance(p, Node) and isinstance(q, Node) and ndim(p) in (1, 2) and last_dim(p, n.args[1])
                 and (_exponential_of(q) or _exponential_of(strip_casts(q)))):  # bf16 probs: cast noise
             return None
         if tuple(val(q).shape) != tuple(val(p).shape):
@@ -80,7 +80,8 @@ def gumbel_draw(n: Node) -> Chain | None:
     if not (is_call(a, aten.sub.Tensor) and len(a.args) == 2 and a.kwargs.get("alpha", 1) == 1):
         return None
     s, g = a.args
-    if not (isinstance(s, Node) and _gumbel_noise(g) and ndim(s) == 2) or tuple(val(g).shape) != tuple(val(s).shape):
+    if not (isinstance(s, Node) and _gumbel_noise(g) and ndim(s) in (1, 2)) or \
+            tuple(val(g).shape) != tuple(val(s).shape):
         return None
     keep = bool(n.args[2]) if len(n.args) > 2 else bool(n.kwargs.get("keepdim", False))
     return Chain(n, s, keep)
@@ -126,7 +127,7 @@ def unrecognised_draws(graph: Graph, ctx: PassContext) -> None:
     """Report random draws left in the graph (a multinomial, an argmax over noise): silence is a bug."""
     for n in graph.nodes:
         if is_call(n, aten.multinomial.default):
-            why = "multinomial with more than one sample, a generator, or probabilities that are not (B, V)"
+            why = "multinomial with more than one sample, a generator, or probabilities that are not (B, V) or (V,)"
         elif is_call(n, aten.argmax.default) and _random_ancestor(n) is not None:
             why = "an argmax over random noise that is neither the exponential race nor Gumbel-max we know"
         else:

@@ -14,7 +14,7 @@ from ...ops.sampling import sample_spec
 from ...platform import Choice
 from ...report import Match, NearMiss, describe, location_of
 from ..context import PassContext
-from ..fx import cudagraphs_on, insert_call, is_call, val
+from ..fx import cudagraphs_on, insert_call, val
 from .chain import Chain
 from .draw import draw_probs
 
@@ -31,10 +31,14 @@ def replace(graph: Graph, c: Chain, provider: str) -> Node:
     """Insert ``rocm_fused::sample`` for chain ``c`` before its draw, with a seed drawn in the graph
     (``randint(0, 2**31 - 1, (1,))``, int64 on the scores' device) and a SymInt top-k as an int64 0-d tensor.
 
-    Returns the op's node (int64 token ids of shape (B, 1) with ``keepdim``, else (B,)); the caller moves the
-    draw's users onto it. ``provider`` is baked into the call.
+    Returns the op's node (int64 token ids of shape (B, 1) with ``keepdim``, else (B,); for 1-D scores the
+    draw's own shape, (1,) or (), through a view); the caller moves the draw's users (or those of the gather
+    of a sorted-order draw) onto it. ``provider`` is baked into the call.
     """
     sv = val(c.scores)
+    scores = c.scores
+    if sv.ndim == 1:  # 1-D logits (litgpt, gpt-oss): one row for the op, the draw's own shape back below
+        scores = insert_call(graph, c.anchor, aten.unsqueeze.default, (c.scores, 0), like=c.anchor)
     t_node, t_val = _tensor_or_float(c.temperature, 1.0)
     p_node, p_val = _tensor_or_float(c.top_p, 1.0)
     seed = insert_call(graph, c.anchor, aten.randint.low, (0, 2**31 - 1, [1]),
@@ -45,23 +49,22 @@ def replace(graph: Graph, c: Chain, provider: str) -> Node:
                              {"dtype": torch.int64, "device": sv.device}, like=c.anchor)
     k_val = 0 if k_node is not None else int(c.top_k)
     mp_node, mp_val = _tensor_or_float(c.min_p, 0.0)
-    args = (c.scores, seed, t_node, t_val, k_node, k_val, p_node, p_val, mp_node, mp_val, c.ban,
-            c.is_probs, c.top_k_first, c.keepdim, provider)
-    return insert_call(graph, c.anchor, torch.ops.rocm_fused.sample.default, args, like=c.anchor)
+    args = (scores, seed, t_node, t_val, k_node, k_val, p_node, p_val, mp_node, mp_val, c.ban,
+            c.is_probs, c.top_k_first, c.keepdim or sv.ndim == 1, provider)
+    new = insert_call(graph, c.anchor, torch.ops.rocm_fused.sample.default, args, like=c.anchor)
+    want = list(val(c.gathered or c.anchor).shape)
+    if list(val(new).shape) != want:  # 1-D logits: multinomial gives (1,), argmax () or (1,)
+        new = insert_call(graph, c.anchor, aten.view.default, (new, want), like=c.anchor)
+    return new
 
 
-def upstream_sort(start: Node) -> Node | None:
-    """A live ``sort`` + ``cumsum`` (an unrecognised top-p) among the ancestors of ``start``."""
-    seen, stack = set(), [start]
-    while stack:
-        n = stack.pop()
-        if not isinstance(n, Node) or n in seen:
-            continue
-        seen.add(n)
-        if is_call(n, aten.cumsum.default):
-            return n
-        stack.extend(a for a in n.all_input_nodes)
-    return None
+def upstream_filter(start: Node) -> Node | None:
+    """A live ``topk`` / ``sort`` / ``cumsum`` over the vocabulary (a filter nobody named) among the nearest
+    ancestors of ``start`` (:func:`~.kinds.filter_anchors`), else None."""
+    from .kinds import filter_anchors
+
+    left = filter_anchors(start, val(start).shape[-1])
+    return left[0] if left else None
 
 
 def verify_chain(n: Node, c: Chain) -> str | None:
@@ -74,7 +77,8 @@ def verify_chain(n: Node, c: Chain) -> str | None:
 
     probs = draw_probs(n)
     params = (c.temperature, c.top_k, c.top_p, c.min_p)
-    if c.is_probs or not c.order or c.ban is not None or probs is None or any(isinstance(v, Node) for v in params):
+    if (c.named or c.is_probs or not c.order or c.ban is not None or probs is None
+            or any(isinstance(v, Node) for v in params)):
         return None
     region = discover.extract([c.scores], [probs])
     if isinstance(region, str):
@@ -121,6 +125,9 @@ def emit(graph: Graph, ctx: PassContext, c: Chain, choice: Choice) -> Match:
     n = c.anchor
     where = location_of(n)
     new = replace(graph, c, choice.provider)
+    if c.gathered is not None:  # a sorted-order draw: the gather back to token ids goes with it
+        c.gathered.replace_all_uses_with(new)
+        graph.erase_node(c.gathered)
     n.replace_all_uses_with(new)
     graph.erase_node(n)
     shape, dtype = describe(val(c.scores))
@@ -129,10 +136,11 @@ def emit(graph: Graph, ctx: PassContext, c: Chain, choice: Choice) -> Match:
             "probabilities (is_probs), the filters stay in Inductor") if c.escaped else c.verified
     record = Match("sampling", "sample", choice.provider, shape, dtype, where, note)
     graph.eliminate_dead_code()
-    left = upstream_sort(c.scores) if c.stopped_at or not c.order else None
+    left = upstream_filter(c.scores) or (upstream_filter(c.ban) if c.ban is not None else None)
     reasons = ([c.stopped_at] if c.stopped_at else []) + c.notes
-    if left is not None and not c.stopped_at:
-        reasons.append("a cumsum (top-p-like filter) above the draw was not recognised")
+    if left is not None and not reasons:
+        reasons.append(f"a {left.target.__name__.split('.')[0]} over the vocabulary above the draw (a filter) was "
+                       "not recognised")
     if reasons:
         ctx.near_miss(f"{n.name}:filters", NearMiss(
             "sampling", f"filters above the rewritten draw ({filters})",

@@ -157,7 +157,9 @@ def read_top_p(s: Node, b: Any = None) -> tuple[Node, float | Node] | str | None
 
 
 def read_temperature(s: Node, b: Any) -> tuple[Node, float | Node] | str | None:
-    """``s0 / T`` with T a float > 0 or == 0, or a tensor of shape (B, 1), (1, 1), (1,) or () (per row).
+    """``s0 / T`` with T a float > 0 or == 0, or a tensor of shape (B, 1), (1, 1), (1,) or () (per row); or
+    ``s0 * c`` with a number c > 0 (T = 1 / c: the op's ``s / T`` differs from eager's product by at most one
+    rounding, which moves no probability by more than an ulp).
 
     ``T == 0`` (``s / 0.0``: eager's softmax is NaN and ``multinomial`` raises) is folded as the op's greedy
     temperature (``T <= 0`` -> argmax, ``rocm_fused::sample``'s contract): the scores must never reach the op
@@ -166,6 +168,12 @@ def read_temperature(s: Node, b: Any) -> tuple[Node, float | Node] | str | None:
     T`` is then just other scores, sampled exactly); a NaN T returns a reason string (eager raises there: the
     chain is left to Inductor).
     """
+    if is_call(s, aten.mul.Tensor) and len(s.args) == 2:  # s * (1 / T) (gpt-oss, MLX ports): T = 1 / c
+        for s0, c in (s.args, s.args[::-1]):
+            c = number(c)
+            if isinstance(s0, Node) and c is not None and c > 0 and math.isfinite(1.0 / c):
+                return s0, 1.0 / c
+        return None
     if not is_call(s, aten.div.Tensor) or not isinstance(s.args[0], Node):
         return None
     s0, t = s.args

@@ -32,7 +32,8 @@ def _sign_of(w: Any, t: Any) -> bool:
 
 
 def _scaled_softmax_branch(w: Node) -> Node | None:
-    """Inductor's softmax(x / T) form ``where(finite, (m - amax(m)) / T', x / T - amax(x / T))``.
+    """Inductor's softmax(x / T) form ``where(finite, (m - amax(m)) / T', x / T - amax(x / T))`` (or its
+    softmax(x * c) form, ``* (c * w)`` and ``x * c``).
 
     A Python-float T: ``m = x * w``, ``T' = T * w`` with ``w = 1`` for T >= 0, else -1. A tensor T (e.g. a
     per-row (B, 1) temperature): ``m = x * w``, ``T' = w * T`` with ``w = where(T >= 0, 1, -1)``. Both branches
@@ -40,6 +41,13 @@ def _scaled_softmax_branch(w: Node) -> Node | None:
     ``sub(x / T, amax(x / T))``, else None.
     """
     _, a, b = w.args
+    if is_call(a, aten.mul.Tensor) and is_call(b, aten.sub.Tensor) and is_call(b.args[0], aten.mul.Tensor):
+        # softmax(x * c), c a number (gpt-oss): where(finite, (x * w - amax(x * w)) * (c * w), x * c - amax(...))
+        s, m, c2 = b.args[0], a.args[0].args[0] if is_call(a.args[0], aten.sub.Tensor) else None, a.args[1]
+        x, c = s.args
+        w = m.args[1] if is_call(m, aten.mul.Tensor) else None
+        ok = isinstance(c, float) and w in (1, -1) and m.args[0] is x and isinstance(c2, float) and c2 == c * w
+        return b if ok else None
     if not (is_call(a, aten.div.Tensor) and is_call(b, aten.sub.Tensor) and is_call(b.args[0], aten.div.Tensor)):
         return None
     s = b.args[0]
