@@ -93,7 +93,7 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
     "cpu": {},
 }
 
-# moe_experts: our Triton grouped GEMV only, on both GPU platforms (no vendor fused-MoE kernel is wrapped yet).
+# moe_experts: our Triton experts kernel only, on both GPU platforms (no vendor fused-MoE kernel is wrapped yet).
 #   Verified on CPU (interpreter) only; not measured: benchmarks/e2e/moe_decode.py.
 for _kind in ("rocm", "cuda"):
     PROVIDER_ORDER[_kind]["moe_experts"] = ("triton",)
