@@ -138,7 +138,8 @@ def emit(graph: Graph, ctx: PassContext, c: Chain, choice: Choice) -> Match:
     graph.eliminate_dead_code()
     left = upstream_filter(c.scores) or (upstream_filter(c.ban) if c.ban is not None else None)
     reasons = ([c.stopped_at] if c.stopped_at else []) + c.notes
-    if left is not None and not reasons:
+    # an escaping distribution keeps its filters in Inductor by design (the match note says so): not a miss
+    if left is not None and not reasons and not c.escaped:
         reasons.append(f"a {left.target.__name__.split('.')[0]} over the vocabulary above the draw (a filter) was "
                        "not recognised")
     if reasons:

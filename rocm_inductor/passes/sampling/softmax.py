@@ -45,8 +45,9 @@ def _scaled_softmax_branch(w: Node) -> Node | None:
         # softmax(x * c), c a number (gpt-oss): where(finite, (x * w - amax(x * w)) * (c * w), x * c - amax(...))
         s, m, c2 = b.args[0], a.args[0].args[0] if is_call(a.args[0], aten.sub.Tensor) else None, a.args[1]
         x, c = s.args
-        w = m.args[1] if is_call(m, aten.mul.Tensor) else None
-        ok = isinstance(c, float) and w in (1, -1) and m.args[0] is x and isinstance(c2, float) and c2 == c * w
+        # m = x * w; with w = 1 canonicalize has already dropped the ``* 1`` (m is x itself)
+        w, m0 = (m.args[1], m.args[0]) if is_call(m, aten.mul.Tensor) else (1, m)
+        ok = isinstance(c, float) and w in (1, -1) and m0 is x and isinstance(c2, float) and c2 == c * w
         return b if ok else None
     if not (is_call(a, aten.div.Tensor) and is_call(b, aten.sub.Tensor) and is_call(b.args[0], aten.div.Tensor)):
         return None
