@@ -278,6 +278,29 @@ def validated(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.T
     return weights, biases
 
 
+
+def dtype_and_bucket_refused(spec: dict[str, Any], op: str) -> str | None:
+    """The input checks every decode-bucket GEMM kernel of ours shares (``merged_gemm``, ``glu_gemm``): a
+    float16/bfloat16/float32 activation, weights and biases of its dtype, M's upper bound <= ``MAX_M``.
+
+    Args:
+        spec: a GEMM op's spec (``dtype``, ``weight_dtypes``, ``bias_dtypes``, ``m_upper``).
+        op: the op's name, for the reason.
+
+    Returns:
+        ``None`` if they hold, else the reason in plain words.
+    """
+    dt = spec.get("dtype")
+    if dt not in DTYPES:
+        return f"triton {op} takes float16/bfloat16/float32, input is {str(dt).replace('torch.', '')}"
+    if any(d != dt for d in spec.get("weight_dtypes", ())) or any(
+            d is not None and d != dt for d in spec.get("bias_dtypes", ())):
+        return "weights/biases of another dtype than the activation"
+    upper = spec.get("m_upper")
+    if upper is None or upper > MAX_M:
+        return f"M (upper bound {upper}) is not <= {MAX_M}: the kernel is for decode buckets"
+    return None
+
 def check(spec: dict[str, Any]) -> str | None:
     """Compile-time limits of this kernel.
 
@@ -289,15 +312,9 @@ def check(spec: dict[str, Any]) -> str | None:
     """
     if spec.get("device_type") == "cpu" and not _interpreting():  # a CPU graph on a GPU host
         return "CPU tensors: Triton runs them only under TRITON_INTERPRET=1"
-    dt = spec.get("dtype")
-    if dt not in DTYPES:
-        return f"triton merged_gemm takes float16/bfloat16/float32, input is {str(dt).replace('torch.', '')}"
-    if any(d != dt for d in spec.get("weight_dtypes", ())) or any(
-            d is not None and d != dt for d in spec.get("bias_dtypes", ())):
-        return "weights/biases of another dtype than the activation"
-    upper = spec.get("m_upper")
-    if upper is None or upper > MAX_M:
-        return f"M (upper bound {upper}) is not <= {MAX_M}: the kernel is for decode buckets"
+    why = dtype_and_bucket_refused(spec, "merged_gemm")
+    if why is not None:
+        return why
     if not 1 <= spec.get("count", 0) <= MAX_WEIGHTS:
         return f"{spec.get('count')} weights; one launch takes 1-{MAX_WEIGHTS}"
     if spec.get("k") is None or any(n is None for n in spec.get("ns", (None,))):

@@ -35,7 +35,7 @@ import triton.language as tl
 from ..reference_glu import ACTIVATIONS
 from . import gemm_merge as gm
 from . import rms_norm as rms
-from .gemm_configs import DTYPES, GEMV_MAX_M, MAX_M, MAX_THREADS, NORM_DOT_MK, Config, warp_size
+from .gemm_configs import GEMV_MAX_M, MAX_THREADS, NORM_DOT_MK, Config, warp_size
 from .gemm_kernels import _norm_row, _norm_tile
 from .rms_norm import _inv_rms, _round_to
 
@@ -294,15 +294,9 @@ def check(spec: dict[str, Any], norm: bool = False) -> str | None:
         return "CPU tensors: Triton runs them only under TRITON_INTERPRET=1"
     if spec.get("activation") not in ACTIVATIONS:
         return f"activation {spec.get('activation')!r} is not one of {list(ACTIVATIONS)}"
-    dt = spec.get("dtype")
-    if dt not in DTYPES:
-        return f"triton glu_gemm takes float16/bfloat16/float32, input is {str(dt).replace('torch.', '')}"
-    if any(d != dt for d in spec.get("weight_dtypes", ())) or any(
-            d is not None and d != dt for d in spec.get("bias_dtypes", ())):
-        return "weights/biases of another dtype than the activation"
-    upper = spec.get("m_upper")
-    if upper is None or upper > MAX_M:
-        return f"M (upper bound {upper}) is not <= {MAX_M}: the kernel is for decode buckets"
+    why = gm.dtype_and_bucket_refused(spec, "glu_gemm")
+    if why is not None:
+        return why
     ns = tuple(spec.get("ns") or ())
     if spec.get("k") is None or len(ns) != 2 or None in ns or ns[0] != ns[1]:
         return f"gate and up need one static N and a static K (N {ns}, K {spec.get('k')})"
