@@ -23,7 +23,9 @@ The steps, each small and testable alone:
 ``tuning`` (passes that declare ``tuning_op``)
     :func:`rocm_inductor.tuning.decide.decide`: the decision store's entry for the candidate's op and spec
     (``tuning_spec``); level 2 measures a missing one. A decision for Inductor is a near-miss with the times;
-    a provider winner is forced; the match records where the decision came from (``Match.provenance``).
+    a provider winner is forced; the match records where the decision came from (``Match.provenance``). A pass
+    may ``defer`` a candidate its decision leaves to Inductor to a later pass that decides it jointly, and a
+    later pass may judge its measured decision with what was deferred to it (``joint``): ``passes/joint.py``.
 ``emit(graph, ctx, cand, params, choice) -> Match | list[Match] | None``
     The graph edit; returns what was rewritten (``None``: nothing to record, e.g. a candidate that another
     rewrite already consumed).
