@@ -162,7 +162,7 @@ def joint_decision(ctx: Any, norm: Node, d: Any) -> Any:
     Unchanged for a norm that is not deferred or a decision without the times.
     """
     from ..tuning.decide import BASELINES
-    from ..tuning.tuner import MIN_GAIN
+    from ..tuning.tuner import MIN_GAIN  # imported already: this runs only after the tuner measured
 
     dfr = getattr(ctx, "deferred", {}).get(norm)
     if dfr is None or d is None:
