@@ -24,13 +24,14 @@ FUSED, FOLD = "rocm_fused.fused_add_rms_norm.default", "rocm_fused.rms_norm_gemm
 class PreNormQKV(torch.nn.Module):
     """HF Llama's residual add + RMSNorm (hidden 256) then q/k/v projections; returns them and the sum."""
 
-    def __init__(self, h: int = 256) -> None:
+    def __init__(self, h: int = 256, residual: bool = True) -> None:
         super().__init__()
+        self.residual = residual
         self.w = torch.nn.Parameter(torch.rand(h) + 0.5)
         self.q, self.k, self.v = (torch.nn.Linear(h, n, bias=False) for n in (64, 32, 32))
 
     def forward(self, x: torch.Tensor, r: torch.Tensor):
-        s = x + r
+        s = x + r if self.residual else x
         v = s.float()
         y = self.w * (v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype)
         return self.q(y), self.k(y), self.v(y), s
@@ -72,14 +73,17 @@ def test_fold_taken_although_the_norm_alone_loses_and_level1_applies_it(monkeypa
 
 def test_norm_reverted_to_inductor_when_the_fold_loses(monkeypatch, joint):
     """19 us beats the unfolded pair (20) but not Inductor's norm + merged GEMM (18): Inductor's norm nodes come
-    back (the graph still runs: ``dry_run`` executes it), the merge stays, both near-misses say why."""
+    back (the graph still runs: ``dry_run`` executes it), the merge stays, both near-misses say why. The add +
+    norm and the plain norm (no residual: ``rms_norm``)."""
     st, mod, x, r = joint
     _fake(monkeypatch, NORM_TIMES + ",rms_norm_gemm/reference=19")
-    rep, after = _run(2, mod, x, r)
-    assert after[FOLD] == 0 and after[FUSED] == 0 and after["aten.rsqrt.default"] == 1, str(rep)
-    assert after["rocm_fused.merged_gemm.default"] == 1
-    assert not [m for m in rep.matches if m.pass_name == "rms_norm"]
-    assert any(n.pass_name == "rms_norm" and "deferred to norm_gemm" in n.reason for n in rep.near_misses), str(rep)
+    for m in (mod, PreNormQKV(residual=False).eval()):
+        rep, after = _run(2, m, x, r)
+        assert after[FOLD] == 0 and after["aten.rsqrt.default"] == 1, str(rep)
+        assert after[FUSED] == 0 and after["rocm_fused.rms_norm.default"] == 0, str(rep)
+        assert after["rocm_fused.merged_gemm.default"] == 1
+        assert not [m for m in rep.matches if m.pass_name == "rms_norm"]
+        assert any(n.pass_name == "rms_norm" and "deferred to norm_gemm" in n.reason for n in rep.near_misses), rep
     (d,) = st.entries(FAKE, "rms_norm_gemm")
     assert d.winner == "inductor" and "joint" in d.evidence
 
