@@ -43,6 +43,10 @@ class PassContext:
             provisional choice (the near-miss when nothing is measured). Both reset per candidate.
         measured_now: the (op, signature) decisions measured while this graph was rewritten (their identical
             regions' provenance says "measured now", not "store").
+        will_run: the names of the passes this compile runs (``passes/joint.py`` defers a norm to ``norm_gemm``
+            only when it and ``gemm_merge`` run); deferring: the norm's own decision while a norm deferred to
+            ``norm_gemm`` is emitted (None otherwise); deferred: provisional norm node -> its
+            ``joint.Deferred`` (the recorded Inductor region ``norm_gemm`` restores when the fold is not taken).
     """
 
     options: Options
@@ -57,6 +61,9 @@ class PassContext:
     default_off: str | None = None
     provisional: str | None = None
     measured_now: set[tuple[str, str]] = dataclasses.field(default_factory=set)
+    will_run: frozenset[str] = frozenset()
+    deferring: Any = None
+    deferred: dict[Any, Any] = dataclasses.field(default_factory=dict)
     _near: dict[str, NearMiss] = dataclasses.field(default_factory=dict)
     _matched: set[str] = dataclasses.field(default_factory=set)
 

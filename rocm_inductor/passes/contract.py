@@ -23,7 +23,9 @@ The steps, each small and testable alone:
 ``tuning`` (passes that declare ``tuning_op``)
     :func:`rocm_inductor.tuning.decide.decide`: the decision store's entry for the candidate's op and spec
     (``tuning_spec``); level 2 measures a missing one. A decision for Inductor is a near-miss with the times;
-    a provider winner is forced; the match records where the decision came from (``Match.provenance``).
+    a provider winner is forced; the match records where the decision came from (``Match.provenance``). A pass
+    may ``defer`` a candidate its decision leaves to Inductor to a later pass that decides it jointly, and a
+    later pass may judge its measured decision with what was deferred to it (``joint``): ``passes/joint.py``.
 ``emit(graph, ctx, cand, params, choice) -> Match | list[Match] | None``
     The graph edit; returns what was rewritten (``None``: nothing to record, e.g. a candidate that another
     rewrite already consumed).
@@ -117,6 +119,17 @@ class RewritePass:
         last = ctx.last_spec
         return last[1] if last is not None and last[0] in self.ops else None
 
+    def defer(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Any, decision: Any) -> bool:
+        """Whether a candidate whose decision leaves it to Inductor is still rewritten, provisionally, for a
+        later pass to decide jointly (``passes/joint.py``: a norm feeding GEMMs that ``norm_gemm`` may fold);
+        False by default."""
+        return False
+
+    def joint(self, ctx: PassContext, graph: Graph, cand: Candidate, params: Any, decision: Any) -> Any:
+        """A measured decision judged with what earlier passes deferred to this one, before the store records
+        it (``passes/joint.py``); unchanged by default."""
+        return decision
+
     def prepare(self, graph: Graph, ctx: PassContext) -> None:
         """The literal fast path (pattern matcher); nothing by default."""
 
@@ -203,6 +216,9 @@ def tuned(p: RewritePass, graph: Graph, ctx: PassContext, cand: Candidate, param
     new, decision = tuning_decide.decide(ctx, p, graph, cand, params, choice)
     spec = ctx.last_spec[1] if ctx.last_spec else {}
     if new is None:
+        if p.defer(graph, ctx, cand, params, decision):  # rewritten provisionally: a later pass decides
+            ctx.deferring = decision
+            return choice, decision
         key = tuning_device.current(tuning_decide.device_type(spec))
         raise Miss(tuning_decide.slower_reason(decision, key))
     if decision is None or decision.source == "default":
@@ -246,7 +262,13 @@ def run_pass(p: Any, graph: Graph, ctx: PassContext) -> None:
             continue
         finally:
             ctx.decision = ctx.default_off = ctx.provisional = None
+            deferring, ctx.deferring = ctx.deferring, None
         for rec in records if isinstance(records, list) else [records] if records is not None else []:
+            if deferring is not None:
+                for d in ctx.deferred.values():
+                    if d.match is None:
+                        d.match = rec
+                        rec.note = "; ".join(s for s in (rec.note, "deferred to norm_gemm (alone: Inductor)") if s)
             if decision is not None and not rec.provenance:
                 rec.provenance = tuning_decide.provenance(decision, tuning_device.current(
                     tuning_decide.device_type(ctx.last_spec[1] if ctx.last_spec else {})))

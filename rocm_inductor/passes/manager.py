@@ -174,7 +174,8 @@ class PassManager(_PassBase):
                 small_m.redecompose(graph)  # level 2 kept the M = 1 GEMMs for passes that do not run
             report_mod.emit(rep)
             return
-        ctx = PassContext(self.options, rep, is_inference=is_inference, trial=frozenset(trial))
+        ctx = PassContext(self.options, rep, is_inference=is_inference, trial=frozenset(trial),
+                          will_run=frozenset(p.name for p in run))
         snap = _snapshot(graph)
         try:
             with active(ctx):

@@ -20,6 +20,10 @@ At M >= 2 the Triton provider takes a fold on a GPU only with a measured prologu
 ``options={"features": {"norm_gemm_dot": True}}`` asks for the dot tile's prologue (spec key ``dot_prologue``).
 Left alone silently: a merged GEMM whose activation is not a norm's output (o_proj, down_proj).
 
+A norm whose own tuning decision is Inductor reaches this pass only "deferred" (``passes/joint.py``): the fold's
+decision is then judged against Inductor's norm + the merged GEMM too, and a norm whose fold is not taken gets
+Inductor's nodes back (``finish``).
+
 On CUDA by default only where measured faster (``policy.PASS_DEFAULTS``); like ``gemm_merge`` it is not
 switched on by a forced global ``provider=``: ``options={"passes": {"norm_gemm": True}}`` or
 ``options={"providers": {"rms_norm_gemm": ...}}``.
@@ -40,6 +44,7 @@ from ..platform import Choice
 from ..registry import ops_of
 from ..report import Match as MatchRecord
 from ..report import dtype_name, location_of
+from . import joint
 from .context import PassContext
 from .contract import Candidate, Miss, RewritePass, bucket_spec
 from .fx import RESHAPES, insert_call, is_call, val
@@ -201,5 +206,12 @@ class NormGemmPass(RewritePass):
                            location_of(gemm), note=f"{p.what} in one op, bucket {bucket_text(d)}"
                            + (f"; {choice.why_not}" if choice.reasons else ""))
 
+    def joint(self, ctx: PassContext, graph: Graph, cand: Candidate, params: Fold, decision: Any) -> Any:
+        """The measured fold judged against Inductor's norm too when the norm was deferred to this pass
+        (:func:`joint.joint_decision`)."""
+        return joint.joint_decision(ctx, params.norm, decision)
+
     def finish(self, graph: Graph, ctx: PassContext) -> None:
-        """Nothing: the manager drops what is dead after the last pass."""
+        """Restore Inductor's nodes for every norm deferred to this pass whose fold was not taken
+        (:func:`joint.revert_left`); the manager drops what is dead after the last pass."""
+        joint.revert_left(graph, ctx)

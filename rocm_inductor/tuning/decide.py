@@ -29,6 +29,12 @@ DEFAULT_WHY = ("default (not measured on this device: one level-2 compile or `py
                "measures it)")
 
 
+#: Time labels of what the region gets without our op (not candidates): Inductor's compiled window, eager, and
+#: the fold's unfolded pair ("unfolded": the best pair; "unfolded_ours" / "inductor_norm": our norm's or
+#: Inductor's norm before the merged GEMM, ``passes/joint.py``).
+BASELINES = frozenset({"inductor", "eager", "unfolded", "unfolded_ours", "inductor_norm"})
+
+
 def can_measure(options: Any) -> bool:
     """Whether a compile with ``options`` measures what the store lacks: level 2, the tuner installed, and its
     timer usable here (a GPU, or the tests' fake timer)."""
@@ -112,8 +118,8 @@ def skip_reason(d: Decision | None) -> str:
 def slower_reason(d: Decision, key: device.DeviceKey) -> str:
     """The near-miss text of a decision that leaves the region to Inductor:
     ``"measured slower than Inductor on NVIDIA H200 (store: 7.1us vs 6.6us)"``."""
-    ours = min((v for k, v in d.times_us.items() if k != "inductor"), default=None)
-    theirs = d.times_us.get("inductor")
+    ours = min((v for k, v in d.times_us.items() if k not in BASELINES), default=None)
+    theirs = min((v for k, v in d.times_us.items() if k in BASELINES), default=None)
     nums = f": {ours:.1f}us vs {theirs:.1f}us" if ours is not None and theirs is not None else ""
     src = d.source + (f", {d.evidence}" if d.evidence and d.source.startswith("shipped") else "")
     return f"measured slower than Inductor on {key.name} ({src}{nums})"
@@ -156,7 +162,9 @@ def decide(ctx: Any, pass_: Any, graph: Any, cand: Any, params: Any, choice: Any
             return choice, Decision(op, sig, choice.provider or "inductor", None, {}, "default",
                                     evidence=f"measuring failed: {type(e).__name__}: {e}")
         if d is not None:
-            d = dataclasses.replace(d, source="measured")
+            # judged with what earlier passes deferred to this one (passes/joint.py), before it is stored
+            d = dataclasses.replace(pass_.joint(ctx, graph, cand, params, d) if hasattr(pass_, "joint") else d,
+                                    source="measured")
             if now is not None:
                 now.add((op, sig))
             try:

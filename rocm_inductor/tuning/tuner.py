@@ -38,7 +38,13 @@ GEMM_OPS = frozenset({"merged_gemm", "rms_norm_gemm"})
 #: Env var: ``"sweep"`` times every config of ``gemm_configs.sweep_configs`` (default: ``short_configs``).
 CONFIGS_ENV = "ROCM_FUSED_TUNE_GEMM_CONFIGS"
 #: How much faster than the baseline ours must be to win: within it the default (no extern op, Inductor free to
-#: fuse) is kept. A margin for the timer's noise, not a measured threshold.
+#: fuse) is kept. A margin for the timer's noise, not a measured threshold. It is also the tie rule: a candidate
+#: within ``MIN_GAIN`` of the baseline either way is a tie, kept with Inductor (the conservative choice: what a
+#: device without shipped entries gets by default) and said so in the evidence ("tie"). The shipped entries are
+#: deliberately not consulted on a tie: with them enabled the store returns them before anything is measured, and
+#: with ``ROCM_FUSED_TUNING_SHIPPED=0`` (the from-empty run, the stand-in for a GPU without shipped entries) a
+#: tie broken by the H200 tables would overstate what such a GPU gets. Seen on the H200: the B=8 gate/up merge
+#: at k=2048, ns=8192/8192, Inductor 26.9us vs Triton 27.0us (``benchmarks/results/notes/46-tuning.md``).
 MIN_GAIN = 0.01
 
 
@@ -184,6 +190,9 @@ def decision_of(op: str, sig: str, res: worker.Result, region: int, neighbours: 
         config = config if winner != "inductor" else res.configs.get(tile)
     parts = [f"window: region of {region} nodes + {neighbours} fusible neighbours, {res.copies} input sets per "
              f"replay; baseline {base_label}"]
+    if best is not None and abs(ours[best] - base) <= base * MIN_GAIN:
+        parts.append(f"tie: {best} {ours[best]:.1f}us within {MIN_GAIN:.0%} of {base_label} {base:.1f}us, "
+                     "the conservative choice kept (tuner.MIN_GAIN)")
     parts += [f"refused {k}: {v}" for k, v in res.refused.items()]
     return Decision(op, sig, winner, config, times, "measured", "; ".join(parts))
 

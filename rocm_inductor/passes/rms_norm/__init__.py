@@ -38,6 +38,7 @@ from torch.fx import Graph
 from ...platform import Choice
 from ...registry import ops_of
 from ...report import Match as MatchRecord
+from .. import joint
 from ..context import PassContext
 from ..contract import Candidate, Miss, RewritePass
 from . import discovery
@@ -80,6 +81,11 @@ class RMSNormPass(RewritePass):
     def gate(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Norm) -> Choice:
         """Verification, the size policy, the provider (:func:`discovery.gate`)."""
         return discovery.gate(ctx, params)
+
+    def defer(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Norm, decision: object) -> bool:
+        """A norm left to Inductor by its own decision whose output only feeds GEMMs is rewritten provisionally
+        when ``gemm_merge`` and ``norm_gemm`` run: the fold decides it jointly (``passes/joint.py``)."""
+        return joint.wanted(ctx, decision, params.out)
 
     def emit(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Norm, choice: Choice) -> MatchRecord:
         """The rewrite (:func:`discovery.emit`)."""

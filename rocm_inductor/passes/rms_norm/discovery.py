@@ -22,7 +22,7 @@ from ...platform import Choice, PlatformDispatch
 from ...policy import NORM_MIN_HIDDEN
 from ...report import Match as MatchRecord
 from ...report import describe, location_of
-from .. import discover
+from .. import discover, joint
 from ..context import PassContext
 from ..contract import Miss
 from ..fx import CONVERT, insert_call, same, strip_casts, val
@@ -228,20 +228,48 @@ def _replace(graph: Graph, ctx: PassContext, norm: Norm, rs: Node, choice: Choic
     if res is not None:
         fused = ctx.choose("fused_add_rms_norm", norm_spec(val(x), val(w), offset, True))
         if fused.provider is not None:
+            region = _region(ctx, [res[0], res[1], w], [out, x])
             ctx.pending = fused
             before = x.next
             op = insert_call(graph, before, torch.ops.rocm_fused.fused_add_rms_norm.default,
                              (res[0], res[1], w, eps, offset, fused.provider), like=rs)
             y = insert_call(graph, before, operator.getitem, (op, 0), like=rs)
             s_ = insert_call(graph, before, operator.getitem, (op, 1), like=x)
+            _record(ctx, op, [y, s_], [res[0], res[1], w], region, rs)
             out.replace_all_uses_with(y)
             x.replace_all_uses_with(s_)
             return "fused_add_rms_norm"
+    region = _region(ctx, [x, w], [out])
     ctx.pending = choice
     new = insert_call(graph, out, torch.ops.rocm_fused.rms_norm.default, (x, w, eps, offset, choice.provider),
                       like=rs)
+    _record(ctx, new, [new], [x, w], region, rs)
     out.replace_all_uses_with(new)
     return "rms_norm"
+
+
+def _region(ctx: PassContext, inputs: list[Node | None], originals: list[Node]) -> Any:
+    """For a norm deferred to ``norm_gemm`` (``ctx.deferring``), a copy of the original region (``joint.capture``)
+    that ``norm_gemm`` restores when the fold is not taken; None when not deferring.
+
+    Raises:
+        Miss: the region cannot be restored (it reads a node besides the op's inputs): left to Inductor now.
+    """
+    if ctx.deferring is None:
+        return None
+    region = joint.capture([i for i in inputs if i is not None], originals)
+    if region is None:
+        from ...tuning import decide, device
+
+        raise Miss(decide.slower_reason(ctx.deferring, device.current("cuda")))
+    return region
+
+
+def _record(ctx: PassContext, op: Node, outs: list[Node], inputs: list[Node | None], region: Any, rs: Node) -> None:
+    """Register the provisional ``op`` with its recorded region (``passes/joint.py``); nothing when not deferring."""
+    if region is not None:
+        ctx.deferred[op] = joint.Deferred(op, outs, region, [i for i in inputs if i is not None], ctx.deferring,
+                                          rs.name)
 
 
 def emit(graph: Graph, ctx: PassContext, rs: Node, norm: Norm, choice: Choice) -> MatchRecord:

@@ -1,0 +1,101 @@
+"""The joint RMSNorm + fold decision (``passes/joint.py``, issue 30) with the fake timer and the fake device.
+
+A residual add + RMSNorm feeding q/k/v: the norm measured alone loses to Inductor (12 vs 10 us), the merge wins.
+The fold is taken where it beats both the unfolded pair (our norm + merged GEMM, 20 us) and Inductor's norm + the
+merged GEMM (20 - 12 + 10 = 18 us); where it does not, the provisional norm gets Inductor's nodes back. A level-1
+compile applies the stored (joint) fold decision without measuring.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from graph_utils import capture
+from test_tuning_passes import FAKE, _fake, cpu_gpu  # noqa: F401  (the fixture)
+
+from rocm_inductor import explain, policy
+from rocm_inductor.tuning import decide
+
+NORM_TIMES = ("inductor=10,reference=5,fused_add_rms_norm/reference=12,rms_norm/reference=12,"
+              "rms_norm_gemm/inductor=20")
+FUSED, FOLD = "rocm_fused.fused_add_rms_norm.default", "rocm_fused.rms_norm_gemm.default"
+
+
+class PreNormQKV(torch.nn.Module):
+    """HF Llama's residual add + RMSNorm (hidden 256) then q/k/v projections; returns them and the sum."""
+
+    def __init__(self, h: int = 256, residual: bool = True) -> None:
+        super().__init__()
+        self.residual = residual
+        self.w = torch.nn.Parameter(torch.rand(h) + 0.5)
+        self.q, self.k, self.v = (torch.nn.Linear(h, n, bias=False) for n in (64, 32, 32))
+
+    def forward(self, x: torch.Tensor, r: torch.Tensor):
+        s = x + r if self.residual else x
+        v = s.float()
+        y = self.w * (v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype)
+        return self.q(y), self.k(y), self.v(y), s
+
+
+@pytest.fixture
+def joint(monkeypatch, cpu_gpu):  # noqa: F811
+    """The reference provider for the GEMM ops too; the model and its inputs (M = 4 rows)."""
+    for op in ("merged_gemm", "rms_norm_gemm"):
+        monkeypatch.setitem(policy.PROVIDER_ORDER["cpu"], op, ("reference",))
+    torch.manual_seed(0)
+    return cpu_gpu, PreNormQKV().eval(), torch.randn(1, 4, 256), torch.randn(1, 4, 256)
+
+
+def _run(level: int, mod, x, r):
+    with capture() as seen, torch.no_grad():
+        (rep,) = explain(mod, x, r, dry_run=True, options={
+            "level": level, "strict": True, "provider": None, "passes": {"gemm_merge": True, "norm_gemm": True}})
+    return rep, seen[-1].after
+
+
+def test_fold_taken_although_the_norm_alone_loses_and_level1_applies_it(monkeypatch, joint):
+    st, mod, x, r = joint
+    _fake(monkeypatch, NORM_TIMES + ",rms_norm_gemm/reference=14")
+    rep, after = _run(2, mod, x, r)
+    assert after[FOLD] == 1 and after[FUSED] == 0 and after["aten.rsqrt.default"] == 0, str(rep)
+    (norm,) = [m for m in rep.matches if m.op == "fused_add_rms_norm"]
+    assert "deferred to norm_gemm" in norm.note
+    (d,) = st.entries(FAKE, "rms_norm_gemm")
+    assert d.winner == "reference" and d.times_us["inductor_norm"] == pytest.approx(18.0)
+    (own,) = st.entries(FAKE, "fused_add_rms_norm") + st.entries(FAKE, "rms_norm")
+    assert own.winner == "inductor"  # the norm's own decision is kept as measured
+    monkeypatch.setattr(decide, "measure_hook", lambda *a: (_ for _ in ()).throw(AssertionError("measured")))
+    rep, after = _run(1, mod, x, r)
+    assert after[FOLD] == 1 and after["aten.rsqrt.default"] == 0, str(rep)
+    (fold,) = [m for m in rep.matches if m.op == "rms_norm_gemm"]
+    assert fold.provenance.startswith("store (measured on this device earlier)")
+
+
+def test_norm_reverted_to_inductor_when_the_fold_loses(monkeypatch, joint):
+    """19 us beats the unfolded pair (20) but not Inductor's norm + merged GEMM (18): Inductor's norm nodes come
+    back (the graph still runs: ``dry_run`` executes it), the merge stays, both near-misses say why. The add +
+    norm and the plain norm (no residual: ``rms_norm``)."""
+    st, mod, x, r = joint
+    _fake(monkeypatch, NORM_TIMES + ",rms_norm_gemm/reference=19")
+    for m in (mod, PreNormQKV(residual=False).eval()):
+        rep, after = _run(2, m, x, r)
+        assert after[FOLD] == 0 and after["aten.rsqrt.default"] == 1, str(rep)
+        assert after[FUSED] == 0 and after["rocm_fused.rms_norm.default"] == 0, str(rep)
+        assert after["rocm_fused.merged_gemm.default"] == 1
+        assert not [m for m in rep.matches if m.pass_name == "rms_norm"]
+        assert any(n.pass_name == "rms_norm" and "deferred to norm_gemm" in n.reason for n in rep.near_misses), rep
+    (d,) = st.entries(FAKE, "rms_norm_gemm")
+    assert d.winner == "inductor" and "joint" in d.evidence
+
+
+def test_a_tie_keeps_the_conservative_choice_and_says_so():
+    """Within ``tuner.MIN_GAIN`` either way (the H200's B=8 gate/up merge: Inductor 26.9 vs Triton 27.0 us) the
+    region stays with Inductor and the evidence says "tie"; a clear win is no tie."""
+    from rocm_inductor.tuning import tuner, worker
+
+    d = tuner.decision_of("merged_gemm", "s", worker.Result("k", {"inductor": 26.9, "triton": 27.0}), 3, 0)
+    assert d.winner == "inductor" and "tie: triton 27.0us" in d.evidence
+    d = tuner.decision_of("merged_gemm", "s", worker.Result("k", {"inductor": 27.0, "triton": 26.8}), 3, 0)
+    assert d.winner == "inductor" and "tie" in d.evidence
+    d = tuner.decision_of("merged_gemm", "s", worker.Result("k", {"inductor": 27.0, "triton": 20.0}), 3, 0)
+    assert d.winner == "triton" and "tie" not in d.evidence
