@@ -80,3 +80,19 @@ def test_op_validation_fake_spec_and_check():
     assert spec["softcap"] == 5.0 and attention_spec(q, k, v, None)["softcap"] == 0.0
     assert TritonProvider().check("decode_attention", spec) is None
     assert "softcap" in TritonProvider().check("decode_attention", {**spec, "softcap": -1.0})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("b,lkv", [(1, 4096), (8, 4096), (32, 1024)])
+def test_gpu_gemma2_shapes(b, lkv):
+    """Gemma2-2B's decode attention (8/4 heads, D 256, cap 50, an additive bf16 row mask) at the launcher's own
+    config (split or not, one launch or two) against the reference."""
+    A = _tri()
+    gen = torch.Generator().manual_seed(0)
+    q = (torch.randn(b, 8, 1, 256, generator=gen) * 4).to(torch.bfloat16).cuda()
+    k, v = (torch.randn(b, 4, lkv, 256, generator=gen).to(torch.bfloat16).cuda() for _ in range(2))
+    keep = torch.arange(lkv)[None, None, None, :] <= torch.randint(0, lkv, (b, 1, 1, 1), generator=gen)
+    mask = torch.zeros(keep.shape, dtype=torch.bfloat16).masked_fill(~keep, float("-inf")).cuda()
+    got = A.decode_attention(q, k, v, mask, 256 ** -0.5, softcap=50.0)
+    ref = decode_attention_ref(q, k, v, mask, 256 ** -0.5, softcap=50.0)
+    torch.testing.assert_close(got.float(), ref.float(), atol=2e-2, rtol=2e-2)
