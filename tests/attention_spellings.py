@@ -142,7 +142,7 @@ def deepseek_v3_mla(q, k, v, m):
 
 def gemma2_softcap(q, k, v, m):
     """transformers models/gemma2/modeling_gemma2.py eager_attention_forward with attn_logit_softcapping:
-    ``w = w / softcap; w = tanh(w); w = w * softcap`` before the mask: the op has no softcap, a near-miss."""
+    ``w = w / softcap; w = tanh(w); w = w * softcap`` before the mask: the op's ``softcap``."""
     w = torch.matmul(q, k.transpose(2, 3)) * q.shape[-1] ** -0.5
     w = torch.tanh(w / 50.0) * 50.0
     w = w + m
@@ -175,13 +175,15 @@ SPELLINGS = {
     "meta_llama_blhd": (meta_llama_blhd, "blhd", "additive", HKV, "full", None),
     "mpt_pretransposed": (mpt_pretransposed, "blhd", "bool", HQ, "full", None),
     "falcon_float_mask": (falcon_float_mask, "bhld", "additive", HQ, "full", None),
-    "whisper_3d_bmm": (whisper_3d_bmm, "bhld", "additive_bh", HQ, "near-miss", "3D bmm"),
+    "whisper_3d_bmm": (whisper_3d_bmm, "bhld", "additive_bh", HQ, "full", None),
     "deepseek_v3_mla": (deepseek_v3_mla, "bhld", "additive_flat", HQ, "near-miss", "sum of two products"),
-    "gemma2_softcap": (gemma2_softcap, "bhld", "additive", HQ, "near-miss", "softcap"),
+    "gemma2_softcap": (gemma2_softcap, "bhld", "additive", HQ, "full", None),
 }
 
 #: the score scale where it is not 1/sqrt(D)
 SCALE = {"gpt2_eager": 0.5}
+#: the logit soft cap where the spelling has one
+SOFTCAP = {"gemma2_softcap": 50.0}
 
 
 def inputs(name: str, dtype: torch.dtype = torch.float32, seed: int = 0) -> tuple:
@@ -221,5 +223,7 @@ def reference64(name: str, q, k, v, keep) -> torch.Tensor:
     g = q.shape[1] // k.shape[1]
     kd, vd = (t.double().repeat_interleave(g, dim=1) for t in (k, v))
     s = (q.double() @ kd.transpose(-1, -2)) * SCALE.get(name, 1 / math.sqrt(q.shape[-1]))
+    if name in SOFTCAP:
+        s = torch.tanh(s / SOFTCAP[name]) * SOFTCAP[name]
     p = torch.softmax(s.masked_fill(~keep, float("-inf")), -1)
     return p @ vd

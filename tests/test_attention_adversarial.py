@@ -176,9 +176,10 @@ def test_math_form_masked_fill_small_finite_fill_is_a_near_miss(dtype, fill):
 
 
 def test_math_form_other_exits_are_near_misses():
-    """Every math-form candidate (a softmax between two bmms) that is not rewritten is reported: a 3D
-    ``torch.bmm`` attention over (B*H, L, D), scores scaled by a tensor (not a compile-time number) and a softmax
-    spelled ``exp(s) / sum`` (no max subtracted: eager overflows where the op would not)."""
+    """Every math-form candidate (a softmax between two bmms) that is not rewritten is reported: scores scaled by
+    a tensor (not a compile-time number) and a softmax spelled ``exp(s) / sum`` (no max subtracted: eager
+    overflows where the op would not); a 3D ``torch.bmm`` attention over (B*H, L, D) is rewritten (B*H rows of
+    one head, a 2D mask)."""
 
     def bmm3d(q, k, v, t):
         w = torch.softmax(torch.bmm(q.flatten(0, 1), k.flatten(0, 1).transpose(1, 2)) * 0.25 + t[0, 0], -1)
@@ -196,8 +197,12 @@ def test_math_form_other_exits_are_near_misses():
         e = torch.exp(torch.matmul(q, k.transpose(-1, -2)) * 0.25 + t)
         return torch.matmul(e / e.sum(-1, keepdim=True), v)
 
-    for fn, word in ((bmm3d, "(B, H"), (tensor_scale, "scale"), (exp_sum, "spelling")):
+    for fn, word in ((bmm3d, None), (tensor_scale, "scale"), (exp_sum, "spelling")):
         out, seen = compile_run(fn, q, k, v, t)
+        if word is None:
+            assert seen[0].after[OP] == 1 and not _attention_misses(seen)
+            torch.testing.assert_close(out, fn(q, k, v, t), atol=1e-5, rtol=1e-5)
+            continue
         assert seen[0].after[OP] == 0
         (reason,) = _attention_misses(seen)
         assert word in reason, reason

@@ -2,8 +2,7 @@
 (``norm_spellings.OUTSIDE``), several spellings per compile, each on its own inputs (a compile's fixed cost
 shared keeps the suite's time). Per spelling, told apart by the report's ``file.py:line``: the ops it
 was rewritten to, or the near-miss and the phrase its reason must name; numerics per docs/ops.md against the
-spelling in float64. Negatives left alone: Gemma2's soft-capped scores, MLA's two-product scores, F.normalize,
-a spelled-out LayerNorm.
+spelling in float64. Negatives left alone: MLA's two-product scores, F.normalize, a spelled-out LayerNorm.
 """
 
 from __future__ import annotations

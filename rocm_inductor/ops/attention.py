@@ -21,6 +21,11 @@ With ``positions`` (B|1, Lq|1) int32/int64, the absolute position ``p`` of each 
 ``j <= p`` and (``window > 0``) ``j > p - window`` (HF's ``causal_mask`` / ``sliding_window_overlay``); a
 ``mask`` given too removes more. Providers compute it from the positions instead of reading a mask tensor.
 
+With ``softcap > 0`` (Gemma2 / Gemma3's ``attn_logit_softcapping``: transformers models/gemma2/modeling_gemma2.py
+``eager_attention_forward``, ``w = tanh(w / softcap) * softcap`` after the scaling, before the mask) the scaled
+score is capped first, in float32: ``s_j = softcap * tanh(scale * <q, k_j> / softcap)``, then masked. ``0``: none
+(the op as it was without it).
+
 A row whose every score is ``-inf`` (the mask removes every key) returns zeros: without sinks as SDPA does on
 torch >= 2.5 (``_safe_softmax``; seen on torch 2.13 CPU for boolean and additive masks), with sinks because the
 denominator is the sink's alone (what GPT-OSS's eager code gives for such a row, ``finfo.min`` or ``-inf``
@@ -40,7 +45,7 @@ Compile-time spec keys read by providers' ``check`` (built by :func:`attention_s
     mask_kind ("none" | "bool" | "additive"), mask_dtype (None without a mask), mask_shape (tuple of int or
     None per dim), last_dim_contiguous (bool: q, k, v and mask all have unit stride in their last dim, or the
     dim has size 1), cudagraphs (bool: Inductor will capture the graph), sinks_dtype (None without sinks),
-    positions_dtype (None without positions), window (int).
+    positions_dtype (None without positions), window (int), softcap (float, 0.0: none).
 """
 
 from __future__ import annotations
@@ -57,7 +62,10 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 def _validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-              sinks: torch.Tensor | None = None, positions: torch.Tensor | None = None, window: int = 0) -> None:
+              sinks: torch.Tensor | None = None, positions: torch.Tensor | None = None, window: int = 0,
+              softcap: float = 0.0) -> None:
+    if not (softcap >= 0.0 and softcap < float("inf")):
+        raise ValueError(f"decode_attention: softcap={softcap} must be finite and >= 0 (0: none)")
     if q.dtype not in DTYPES:
         raise ValueError(f"decode_attention takes float16/bfloat16/float32, q is {q.dtype}")
     if k.dtype != q.dtype or v.dtype != q.dtype:
@@ -106,7 +114,7 @@ def _validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
 @torch.library.custom_op("rocm_fused::decode_attention", mutates_args=())
 def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
                      scale: float, provider: str, sinks: torch.Tensor | None = None,
-                     positions: torch.Tensor | None = None, window: int = 0) -> torch.Tensor:
+                     positions: torch.Tensor | None = None, window: int = 0, softcap: float = 0.0) -> torch.Tensor:
     """Attention of q over an un-repeated (GQA) KV cache (see module docstring for the exact meaning).
 
     Args:
@@ -120,6 +128,8 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
             default, so a call or graph without sinks is the op as it was before sinks existed.
         positions: None, or (B|1, Lq|1) int32/int64 absolute query positions: the causal mask in the op
             (module docstring). window: sliding-window length in slots (0: none; needs positions).
+        softcap: the logit soft cap (Gemma2: 50.0): ``softcap * tanh(s / softcap)`` of the scaled scores before
+            the mask; 0.0: none.
 
     Returns:
         (B, Hq, Lq, Dv) contiguous tensor of q's dtype.
@@ -128,18 +138,20 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
         ValueError: shapes, dtypes or devices outside the module docstring's rules.
         KeyError: unknown provider. ProviderUnavailable: its library cannot be imported here.
     """
-    _validate(q, k, v, mask, sinks, positions, window)
+    _validate(q, k, v, mask, sinks, positions, window, softcap)
     if q.shape[0] == 0 or q.shape[2] == 0:
         return q.new_empty(q.shape[:3] + v.shape[3:])
     kw: dict[str, Any] = {} if sinks is None else {"sinks": sinks}
     if positions is not None:  # only then: a provider without the positions form is called as before
         kw.update(positions=positions, window=window)
+    if softcap:  # only then: a provider without the softcap form is called as before
+        kw["softcap"] = float(softcap)
     return get_provider(provider).decode_attention(q, k, v, mask, scale, **kw).contiguous()
 
 
 @decode_attention.register_fake
-def _decode_attention_fake(q, k, v, mask, scale, provider, sinks=None, positions=None, window=0):
-    _validate(q, k, v, mask, sinks, positions, window)
+def _decode_attention_fake(q, k, v, mask, scale, provider, sinks=None, positions=None, window=0, softcap=0.0):
+    _validate(q, k, v, mask, sinks, positions, window, softcap)
     return q.new_empty(q.shape[:3] + v.shape[3:])
 
 
@@ -152,13 +164,15 @@ def _last_dim_ok(t: Any) -> bool:
 
 
 def attention_spec(q: Any, k: Any, v: Any, mask: Any | None, cudagraphs: bool = False,
-                   sinks: Any | None = None, positions: Any | None = None, window: int = 0) -> dict[str, Any]:
+                   sinks: Any | None = None, positions: Any | None = None, window: int = 0,
+                   softcap: float = 0.0) -> dict[str, Any]:
     """Build the compile-time spec of a decode-attention match from fake tensors (``node.meta["val"]``).
 
     Args:
         q, k, v: fake tensors of the op's q, (un-repeated) k and v; mask: the mask's fake tensor or None.
         cudagraphs: whether Inductor will capture the compiled graph; sinks: the sinks' fake tensor or None;
-        positions: the positions' fake tensor or None; window: the sliding window (0: none).
+        positions: the positions' fake tensor or None; window: the sliding window (0: none); softcap: the logit
+        soft cap (0.0: none).
 
     Returns:
         dict with the keys listed in the module docstring.
@@ -185,4 +199,5 @@ def attention_spec(q: Any, k: Any, v: Any, mask: Any | None, cudagraphs: bool = 
         "sinks_dtype": None if sinks is None else sinks.dtype,
         "positions_dtype": None if positions is None else positions.dtype,
         "window": int(window),
+        "softcap": float(softcap),
     }

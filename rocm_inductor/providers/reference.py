@@ -286,11 +286,11 @@ class ReferenceProvider(Provider):
         return sample_ref(scores, seed, temperature, temperature_value, top_k, top_k_value, top_p,
                           top_p_value, min_p, min_p_value, ban, is_probs, top_k_first)
 
-    def decode_attention(self, q, k, v, mask, scale, sinks=None, positions=None, window=0):
+    def decode_attention(self, q, k, v, mask, scale, sinks=None, positions=None, window=0, softcap=0.0):
         """See :func:`rocm_inductor.providers.reference_attention.decode_attention_ref`."""
         from .reference_attention import decode_attention_ref
 
-        return decode_attention_ref(q, k, v, mask, scale, sinks, positions, window)
+        return decode_attention_ref(q, k, v, mask, scale, sinks, positions, window, softcap)
 
     def moe_routing(self, router_logits, k, kind, renormalize, correction_bias, n_group, topk_group,
                     routed_scaling_factor, sorted_topk):

@@ -7,7 +7,7 @@ import torch
 
 def decode_attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
                          scale: float, sinks: torch.Tensor | None = None, positions: torch.Tensor | None = None,
-                         window: int = 0) -> torch.Tensor:
+                         window: int = 0, softcap: float = 0.0) -> torch.Tensor:
     """Scaled dot-product attention (Vaswani et al. 2017) over un-repeated GQA K/V, in float32.
 
     Query head ``h`` attends kv head ``h // (Hq // Hkv)`` (HF ``repeat_kv``'s mapping). A boolean mask keeps
@@ -26,6 +26,8 @@ def decode_attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask
             kept iff ``j <= p`` and, with ``window > 0``, ``j > p - window`` (HF's causal and sliding-window
             masks of a static cache); with a mask too, a slot must pass both.
         window: sliding-window length in slots (0: none).
+        softcap: with ``softcap > 0`` the scaled scores become ``softcap * tanh(s / softcap)`` before the mask
+            (Gemma2's ``attn_logit_softcapping``, transformers models/gemma2/modeling_gemma2.py); 0: none.
 
     Returns:
         (B, Hq, Lq, Dv) of q's dtype, contiguous, rounded once from float32.
@@ -34,6 +36,8 @@ def decode_attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask
     kf = k.float().repeat_interleave(g, dim=1)
     vf = v.float().repeat_interleave(g, dim=1)
     s = torch.matmul(q.float(), kf.transpose(-1, -2)) * scale
+    if softcap:
+        s = torch.tanh(s / softcap) * softcap
     if mask is not None:
         s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.float()
     if positions is not None:

@@ -20,6 +20,8 @@ Covers, in float16/bfloat16/float32, static or dynamic batch / KV length:
 - attention with sinks (GPT-OSS's eager attention: ``c = cat([s, sinks.reshape(1, -1, 1, 1).expand(...)], -1)``,
   ``softmax(c - c.max(-1, keepdim=True))[..., :-1]``, the shift optional, sinks in the model's dtype or float32,
   full or sliding-window layers, whose window arrives as the mask): the op's ``sinks`` (``softmax.sink_softmax``);
+- soft-capped scores ``c * tanh(s / c)`` (Gemma2 / Gemma3): the op's ``softcap``; (B*H)-flattened 3D attention
+  (whisper / fairseq ``bmm`` over (B*H, L, D)): B*H rows of one head, the output viewed back (``score_forms.py``);
 - K and V behind a head repeat of a smaller tensor, mapping query head ``h`` to kv head ``h // g``:
   HF ``repeat_kv`` and gpt-fast / int-repeat ``repeat_interleave(g, dim=1)`` (both reach this graph as
   ``unsqueeze(x, 2) -> expand -> clone -> reshape``), a head gather ``x[:, idx]`` / ``index_select(x, 1, idx)``
@@ -49,9 +51,9 @@ broadcast, a math-form fill the op cannot mean exactly (a finite fill above -2**
 -65504 or -1e4: its fully masked rows are uniform in eager, not reproducible by an additive or bool mask),
 a sink form the op cannot take (the sink column not last or more than one, a sink that is not one logit per
 query head, a scaled softmax over the sink column, ops between the concatenation and the softmax), every other
-math-form attention not taken (a softmax over bmm scores feeding a bmm: 3D bmm attention, a tensor scale, an
-unrecognised mask or softmax spelling; none is skipped silently), a symbolic head_dim without a scale, and
-whatever the chosen provider's ``check`` refuses (head_dim, layout).
+math-form attention not taken (a softmax over bmm scores feeding a bmm: MLA's two products summed, a tensor
+scale or soft cap, an unrecognised mask or softmax spelling; none is skipped silently), a symbolic head_dim
+without a scale, and whatever the chosen provider's ``check`` refuses (head_dim, layout).
 Numerics: the op computes scores, softmax and P @ V in float32 and rounds once; a row
 the mask removes entirely (``-inf`` or bool) returns zeros (SDPA's behaviour; HF's eager softmax over a
 ``-inf`` fill would give NaN there), and with sinks zeros whatever the fill (GPT-OSS's eager result).

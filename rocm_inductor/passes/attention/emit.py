@@ -65,7 +65,9 @@ class Attention:
         mask: where the mask comes from; scale: the score scale (None: ``1/sqrt(D)``); source: for the report;
         sinks: the attention's sinks (``softmax.SinkForm``: the per-head tensor and its dtype) or None;
         plan: set by the gate (:func:`check`) for the rewrite; positions: the causal term of the mask as query
-            positions (``positions.py``), set by the gate, or None.
+            positions (``positions.py``), set by the gate, or None; softcap: the logit soft cap (0.0: none);
+        flat: a (B*H)-flattened 3D attention (``score_forms.py``): q/k/v are its (B', 1, L, D) views and ``node``
+            the 3D ``P @ V``, whose users get the op's output viewed back to 3D.
     """
 
     node: Node
@@ -79,6 +81,8 @@ class Attention:
     plan: Plan | None = None
     sinks: Any = None
     positions: Positions | None = None
+    softcap: float = 0.0
+    flat: bool = False
 
 
 def q_len_limit(ctx: PassContext) -> int:
@@ -217,7 +221,7 @@ def gate(ctx: PassContext, att: Attention) -> Choice:
     pos = att.positions
     spec = attention_spec(val(plan.q), val(plan.k.node), val(plan.v.node), plan.mask4, cudagraphs=cudagraphs_on(),
                           sinks=plan.sinks, positions=None if pos is None else val(pos.node),
-                          window=0 if pos is None else pos.window)
+                          window=0 if pos is None else pos.window, softcap=att.softcap)
     return choose_or_miss(ctx, "decode_attention", spec)
 
 
@@ -257,7 +261,10 @@ def emit(graph: Graph, att: Attention, choice: Choice) -> Match:
     if att.positions is not None:  # (Lq,) -> (1, Lq): one position per query row, shared by the batch
         p = insert_call(graph, at, aten.reshape.default, (att.positions.node, [1, plan.q_len]), like=at)
         args = args + ((None,) if len(args) == 6 else ()) + (p, att.positions.window)
-    new = insert_call(graph, at, torch.ops.rocm_fused.decode_attention.default, args, like=at)
+    kw = {"softcap": att.softcap} if att.softcap else None  # the op's call as it was without a softcap
+    new = insert_call(graph, at, torch.ops.rocm_fused.decode_attention.default, args, kw, like=at)
+    if att.flat:  # (B', 1, Lq, Dv) -> the 3D bmm's (B', Lq, Dv)
+        new = insert_call(graph, at, aten.squeeze.dim, (new, 1), like=at)
     if att.tuple_out or plan.narrow:  # getitem [0] / the down-cast users take the op's output
         for u in list(at.users):
             u.replace_all_uses_with(new)
@@ -272,6 +279,8 @@ def emit(graph: Graph, att: Attention, choice: Choice) -> Match:
              f"mask={mask_desc}" + (f" ({ms.spelling})" if ms.spelling else "") + f" from {att.source}"]
     if plan.sinks is not None:
         notes.append(f"sinks {dtype_name(plan.sinks)}")
+    if att.softcap:
+        notes.append(f"softcap {att.softcap:g} (the op's, in float32)")
     if ks.shared or vs.shared:
         notes.append("the repeated K/V has another consumer: that repeat stays for it")
     notes += list(choice.reasons)

@@ -5,28 +5,31 @@ Covers HF's eager attention, K/V of 1 head broadcast over q's heads by ``matmul`
 head), scores by ``baddbmm(input, q, k^T, beta=0, alpha=c)`` with k transposed after its (B*H) flattening
 (GPT-BigCode / CodeGen ``_attn``), k permuted straight from a (B, L, H, D) cache to (B, H, D, L) (MPT),
 CPU SDPA's own decomposition (Dv != D, a 3D mask), SDPA's math fallback (half q/k/v up-cast to float32
-and the result cast back), and GPT-OSS's attention with sinks (``softmax(cat([s, sinks], -1))[..., :-1]``,
-``softmax.sink_softmax``: the op's ``sinks``). Every node from the scores on must feed only this attention (the
-q/k/v/mask/sink preparation may be shared, e.g. two attentions over one cache).
-Near-misses, each with its reason (a softmax over bmm scores feeding a bmm is never skipped silently): 3D bmm
-attention (the scores' own reason first: MLA's two products), soft-capped scores (Gemma2), baddbmm with a bias
-(beta != 0: ALiBi), a tensor scale, an unrecognised mask or softmax spelling, dropout on the probabilities, a sink form
-the op cannot take, a fill the op cannot mean exactly, scores or probabilities used elsewhere
-(``output_attentions``).
+and the result cast back), GPT-OSS's attention with sinks (``softmax(cat([s, sinks], -1))[..., :-1]``,
+``softmax.sink_softmax``: the op's ``sinks``), Gemma2's soft-capped scores ``c * tanh(s / c)`` (the op's
+``softcap``) and (B*H)-flattened 3D attention (whisper / fairseq: B*H rows of one head), both in
+``score_forms.py``. Every node from the scores on must feed only this attention (the q/k/v/mask/sink
+preparation may be shared, e.g. two attentions over one cache).
+Near-misses, each with its reason (a softmax over bmm scores feeding a bmm is never skipped silently): MLA's
+two products summed, baddbmm with a bias (beta != 0: ALiBi), a tensor scale or soft cap, an unrecognised mask
+or softmax spelling, dropout on the probabilities, a sink form the op cannot take (or sinks on 3D tensors), a
+fill the op cannot mean exactly, scores or probabilities used elsewhere (``output_attentions``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
 from torch.fx import Node
 
 from ..contract import Miss
-from ..fx import CONVERT, RESHAPES, insert_call, is_call, known_equal, shape
+from ..fx import RESHAPES, insert_call, is_call, known_equal, shape
 from .emit import Attention
 from .heads import strip_clones
 from .masks import WHERES, MaskSource, fill_mask, mask_source
+from .score_forms import QK, flat_views, softcap_of
 from .softmax import normalised_exp, reaches, sink_softmax, softmax_input, strip_scale, under_dropout
 
 aten = torch.ops.aten
@@ -96,9 +99,21 @@ def _k_operand(n: Any, at: Node) -> tuple[Any, float] | str:
     return "the operands of the scores' bmm are not (B*H)-flattened 4D q and k^T"
 
 
-def _qk_or_why(n: Any) -> tuple[Any, Any, float] | str:
-    """``(q, k, scale)`` of scores ``n = c * reshape(bmm(reshape(a * q), reshape(b * k^T)))``, else why not."""
+def _qk_or_why(n: Any, outer: float = 1.0) -> QK | str:
+    """The :class:`~.score_forms.QK` of scores ``n = c * reshape(bmm(reshape(a * q), reshape(b * k^T)))``
+    (times ``outer``, a softmax's folded scale), soft-capped or not, or of 3D scores ``c * bmm(a * q3, b *
+    k3^T)`` (``score_forms``); else why not."""
     n, c = strip_scale(n)
+    c *= outer
+    capped = softcap_of(n, c)
+    if isinstance(capped, str):
+        return capped
+    if capped is not None:
+        x, cap, f = capped
+        qk = _qk_or_why(x)
+        if isinstance(qk, str) or qk.cap:
+            return qk if isinstance(qk, str) else "the scores are soft-capped twice: the op takes one softcap"
+        return dataclasses.replace(qk, scale=qk.scale * f, cap=cap)
     if is_call(n, aten.mul.Tensor, aten.div.Tensor) and len(n.args) == 2 and not isinstance(n.args[1], (int, float)):
         return (f"the scores are scaled by {getattr(n.args[1], 'name', n.args[1])}, not a compile-time number "
                 "(the op's scale is a float)")
@@ -106,16 +121,12 @@ def _qk_or_why(n: Any) -> tuple[Any, Any, float] | str:
                                            for a in n.args):
         return ("the scores are a sum of two products (MLA's q_nope @ k_nope^T + q_pe @ k_pe^T, decoupled RoPE): "
                 "the op takes one q @ k^T")
-    if is_call(n, aten.tanh.default) or (is_call(n, CONVERT) and is_call(n.args[0], aten.tanh.default)):
-        return ("the scores are soft-capped (c * tanh(s / c): Gemma2's attn_logit_softcapping): the op has no "
-                "softcap")
-    if is_call(n, *_SCORE_BMM):
-        return "the scores are a 3D bmm over (B*H, Lq, Lkv), not a (B, H, Lq, Lkv) view: the op takes (B, H, L, D)"
-    if not (is_call(n, *RESHAPES) and len(shape(n)) == 4 and is_call(n.args[0], *_SCORE_BMM)):
+    flat = is_call(n, *_SCORE_BMM) and len(shape(n)) == 3
+    if not flat and not (is_call(n, *RESHAPES) and len(shape(n)) == 4 and is_call(n.args[0], *_SCORE_BMM)):
         what = n.target if isinstance(n, Node) else n
         return (f"the softmax input is {what}, not c * (q @ k^T) viewed (B, H, Lq, Lkv), with a mask (if any) "
                 "added or masked_fill(~m, -inf | finfo.min) after the scaling")
-    bm, alpha = n.args[0], 1.0
+    bm, alpha = (n if flat else n.args[0]), 1.0
     operands = bm.args
     if bm.target is aten.baddbmm.default:
         beta, alpha = bm.kwargs.get("beta", 1), bm.kwargs.get("alpha", 1)
@@ -123,6 +134,13 @@ def _qk_or_why(n: Any) -> tuple[Any, Any, float] | str:
             return (f"the scores are baddbmm(input, q, k^T, beta={bm.kwargs.get('beta', 1)}): a bias added to the "
                     "scores through baddbmm's input (ALiBi?) besides the mask; the op takes beta=0 only")
         operands = bm.args[1:3]
+    if flat:  # (B*H, Lq, Lkv) scores never viewed 4D (whisper / fairseq): B*H rows of one head
+        kt = operands[1]
+        if not ((is_call(kt, aten.permute.default) and list(kt.args[1]) == [0, 2, 1]) or
+                (is_call(kt, aten.transpose.int) and sorted(d % 3 for d in kt.args[1:3]) == [1, 2])):
+            return "the scores are a 3D bmm whose second operand is not k.transpose(1, 2) of a (B*H, Lkv, D) K"
+        (q, a), (k, b) = strip_scale(operands[0]), strip_scale(kt.args[0])
+        return QK(q, k, a * b * c * alpha, bm, flat=True)
     q4, kb = _unflatten(operands[0]), _k_operand(operands[1], bm)
     if q4 is None:
         return "the operands of the scores' bmm are not (B*H)-flattened 4D q and k^T"
@@ -130,7 +148,7 @@ def _qk_or_why(n: Any) -> tuple[Any, Any, float] | str:
         return kb
     q, a = strip_scale(q4)
     k, b = kb
-    return q, k, a * b * c * alpha
+    return QK(q, k, a * b * c * alpha, bm)
 
 
 def _is_qk(n: Any) -> bool:
@@ -150,8 +168,9 @@ def _not_softmax(p_raw: Any, p: Any) -> None:
                    "recognise as softmax(s, -1) (exp(s - amax(s)) / sum, its scale-folded or safe forms)")
 
 
-def _scores_and_mask(s: Node, factor: float) -> tuple[Any, MaskSource, tuple[Any, Any, float]]:
-    """The scores, mask and ``(q, k, scale)`` behind the softmax input ``s`` (softmax(factor * s)).
+def _scores_and_mask(s: Node, factor: float) -> tuple[MaskSource, QK]:
+    """The mask and :class:`~.score_forms.QK` (its scale times ``factor``) behind the softmax input ``s``
+    (softmax(factor * s)).
 
     Raises:
         Miss: the scores are not ``c * q @ k^T`` or the mask spelling is not taken.
@@ -172,7 +191,7 @@ def _scores_and_mask(s: Node, factor: float) -> tuple[Any, MaskSource, tuple[Any
         filled = fill_mask(s, _is_qk)
     if filled is not None:
         scores, mask = filled
-    qk = _qk_or_why(scores)
+    qk = _qk_or_why(scores, factor)
     if isinstance(qk, str):
         if scores is s and is_call(s, aten.add.Tensor, *WHERES):  # report the operand that holds the bmm
             sides = [x for x in s.args if isinstance(x, Node) and reaches(x, _SCORE_BMM, 8)]
@@ -180,10 +199,10 @@ def _scores_and_mask(s: Node, factor: float) -> tuple[Any, MaskSource, tuple[Any
                 qk = _qk_or_why(sides[0])
         raise Miss(qk if isinstance(qk, str) else "the scores' mask spelling is not an additive / bool mask or "
                    "masked_fill(~m, -inf | finfo.min)")
-    return scores, mask, qk
+    return mask, qk
 
 
-def _check_private(bmm2: Node, out: Node, stop: set, scores: Node) -> None:
+def _check_private(bmm2: Node, out: Node, stop: set, bmm1: Node) -> None:
     """Every node computed from the scores (``bmm(q, k^T)`` onwards) up to ``bmm2`` feeds only this attention
     (else probabilities or scores are returned, e.g. ``output_attentions``, and the rewrite would compute them
     twice); the operand preparation (q/k/v flattening views, mask conversions) may also feed another attention
@@ -199,14 +218,13 @@ def _check_private(bmm2: Node, out: Node, stop: set, scores: Node) -> None:
             continue
         inside.add(n)
         todo.extend(a for a in n.all_input_nodes)
-    bmm1 = strip_scale(scores)[0].args[0]
     on_scores: set[Node] = set()
     for n in bmm2.graph.nodes:  # topological order
         if n in inside and (n is bmm1 or any(a in on_scores for a in n.all_input_nodes)):
             on_scores.add(n)
     for n in inside:
-        if not n.all_input_nodes or n not in on_scores:
-            continue  # constants (full / scalar_tensor) and operand preparation may be shared
+        if not n.all_input_nodes or n not in on_scores or n is out:
+            continue  # constants (full / scalar_tensor) and operand preparation may be shared; out: 3D P @ V
         extra = [u for u in n.users if u not in inside and u is not out]
         if extra:
             raise Miss(f"{n.name} (attention scores / probabilities) is also used by {extra[0].name} "
@@ -237,24 +255,30 @@ def math_candidate(bmm2: Node) -> Attention | None:
     if not reaches(s, _SCORE_BMM, 8):
         return None  # a softmax over something other than q @ k^T (e.g. routing weights): not attention
     # from here on the graph holds softmax(bmm(...)) @ v: every refusal is a near-miss with its reason
+    mask, qk = _scores_and_mask(s, factor)  # the scores' reasons first (MLA's two products)
+    q, k, scale = qk.q, qk.k, qk.scale
     users = list(bmm2.users)
-    if len(users) != 1 or not is_call(users[0], *RESHAPES) or len(shape(users[0])) != 4 or p4 is None or v4 is None:
-        _scores_and_mask(s, factor)  # a more specific reason on the scores' side first (MLA's two products)
+    if qk.flat:
+        out = bmm2
+        q, k, v4, mask = flat_views(bmm2, qk, mask, sink)
+    elif len(users) != 1 or not is_call(users[0], *RESHAPES) or len(shape(users[0])) != 4 or p4 is None or \
+            v4 is None:
         raise Miss("the attention is a 3D bmm over (B*H, L, D) (P @ V not a view of (B, H, Lq, Dv) / its "
-                   "operands not flattened 4D tensors): the op takes (B, H, L, D)")
-    out = users[0]
-    scores, mask, (q, k, scale) = _scores_and_mask(s, factor)
-    scale = scale * factor
-    qs, ks_, vs_, ss, os_ = (shape(x) for x in (q, k, v4, scores, out))
-    if not (len(qs) == len(ks_) == len(vs_) == 4 and len(ss) == 4 and len(os_) == 4):
-        raise Miss(f"q/k/v/scores/output ranks {len(qs)}/{len(ks_)}/{len(vs_)}/{len(ss)}/{len(os_)}, not 4D")
-    want_s, want_o = (qs[0], qs[1], qs[2], ks_[2]), (qs[0], qs[1], qs[2], vs_[3])
-    if not (all(known_equal(a, b) for a, b in zip(ss, want_s, strict=True))
-            and all(known_equal(a, b) for a, b in zip(os_, want_o, strict=True)) and known_equal(vs_[2], ks_[2])):
-        raise Miss(f"scores {ss} / output {os_} are not (B, H, Lq, Lkv) / (B, H, Lq, Dv) of q {qs}, k {ks_}, "
-                   f"v {vs_}: the (B*H) flattening is not undone in (B, H, L, D) order (q broadcast over K/V's "
-                   "heads?)")
-    stop = {q, k, v4} | ({mask.node} if mask.node is not None else set()) | ({sink.sinks} if sink else set())
-    _check_private(bmm2, out, stop, scores)
-    return Attention(out, False, q, k, v4, mask, scale, "the math form (bmm, softmax, bmm)" +
-                     (" with sinks" if sink else ""), sinks=sink)
+                   "operands not flattened 4D tensors) after 4D scores: the op takes (B, H, L, D)")
+    else:
+        out = users[0]
+        qs, ks_, vs_, ss, os_ = (shape(x) for x in (q, k, v4, s, out))
+        if not (len(qs) == len(ks_) == len(vs_) == 4 and len(ss) == 4 and len(os_) == 4):
+            raise Miss(f"q/k/v/scores/output ranks {len(qs)}/{len(ks_)}/{len(vs_)}/{len(ss)}/{len(os_)}, not 4D")
+        want_s, want_o = (qs[0], qs[1], qs[2], ks_[2]), (qs[0], qs[1], qs[2], vs_[3])
+        if not (all(known_equal(a, b) for a, b in zip(ss, want_s, strict=True))
+                and all(known_equal(a, b) for a, b in zip(os_, want_o, strict=True)) and known_equal(vs_[2], ks_[2])):
+            raise Miss(f"scores {ss} / output {os_} are not (B, H, Lq, Lkv) / (B, H, Lq, Dv) of q {qs}, k {ks_}, "
+                       f"v {vs_}: the (B*H) flattening is not undone in (B, H, L, D) order (q broadcast over K/V's "
+                       "heads?)")
+    stop = {qk.q, qk.k, bmm2.args[1] if qk.flat else v4} | ({mask.node} if mask.node is not None else set()) | \
+        ({sink.sinks} if sink else set())
+    _check_private(bmm2, out, stop, qk.bmm)
+    source = "the math form (bmm, softmax, bmm)" + (" with sinks" if sink else "") + \
+        (", (B*H)-flattened 3D" if qk.flat else "") + (f", soft-capped {qk.cap:g}" if qk.cap else "")
+    return Attention(out, False, q, k, v4, mask, scale, source, sinks=sink, softcap=qk.cap, flat=qk.flat)

@@ -115,10 +115,10 @@ class TritonProvider(Provider):
                                                top_p, top_p_value, min_p, min_p_value, ban, is_probs,
                                                top_k_first)
 
-    def decode_attention(self, q, k, v, mask, scale, sinks=None, positions=None, window=0):
+    def decode_attention(self, q, k, v, mask, scale, sinks=None, positions=None, window=0, softcap=0.0):
         """See ``rocm_inductor.providers.triton.attention.decode_attention`` (split-KV, capture-safe)."""
         return self.kernels("attention").decode_attention(q, k, v, mask, scale, sinks=sinks, positions=positions,
-                                                          window=window)
+                                                          window=window, softcap=softcap)
 
     def moe_routing(self, router_logits, k, kind, renormalize, correction_bias, n_group, topk_group,
                     routed_scaling_factor, sorted_topk):

@@ -37,6 +37,9 @@ and ``Lq`` rows into the M dim of ``tl.dot`` (padded to >= 16) means K and V are
    position (slot ``j`` kept iff ``j <= pos`` and ``j > pos - window``), so no mask is read and each tile's
    slot range ``[min pos - window + 1, max pos]`` is split evenly across its programs (no empty splits, no
    per-block skip branch: the loads can be pipelined). A mask, when also given, removes more.
+6. Softcap (Gemma2 / Gemma3, ``softcap=``): the float32 scores ``s * scale`` become ``cap * tanh(s * scale /
+   cap)`` (``kernels._softcap``) in every block before the mask, so the split and one-launch forms and the
+   combine are unchanged (the cap is applied per score, before the online softmax).
 
 Capture-safe: no host sync; the launch shape and constexprs come from static shapes only (the mask and
 any lengths are read on the device); partial buffers come from ``torch.empty`` (the caching allocator).
@@ -144,7 +147,8 @@ def _validate(q, k, v, mask, sinks, positions) -> None:
 def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
                      num_splits: int | None = None, block_n: int | None = None,
                      sinks: torch.Tensor | None = None, positions: torch.Tensor | None = None, window: int = 0,
-                     inline_combine: bool | None = None, config: dict | None = None) -> torch.Tensor:
+                     inline_combine: bool | None = None, config: dict | None = None,
+                     softcap: float = 0.0) -> torch.Tensor:
     """Split-KV flash-decoding over un-repeated GQA K/V (package docstring; meaning in ``ops/attention.py``).
 
     Args:
@@ -161,6 +165,7 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
         inline_combine: True / False forces the one-launch / two-launch form (True still falls back to two
             launches where one is unsafe); None: ``config.one_launch_wanted``.
         config: config fields (``config.CONFIG_KEYS``) replacing the store entry's (the benchmark's sweep).
+        softcap: logit soft cap (Gemma2 ``attn_logit_softcapping``; package doc, step 6); 0.0: none.
 
     Returns:
         (B, Hq, Lq, Dv) contiguous, q's dtype. Rows with nothing kept are zeros (with or without sinks).
@@ -171,6 +176,8 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
     from .. import interpreting
 
     _validate(q, k, v, mask, sinks, positions)
+    if not 0.0 <= softcap < float("inf"):
+        raise ValueError(f"triton decode attention: softcap {softcap}, want finite and >= 0 (0: none)")
     bsz, hq, lq, d = q.shape
     hkv, lkv, dv = k.shape[1], k.shape[2], v.shape[3]
     out = torch.empty((bsz, hq, lq, dv), dtype=q.dtype, device=q.device)
@@ -216,12 +223,13 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2), *ms, *ps,
         hq, lq, lkv, cfg["SPLIT_LEN"], ns, cfg["MB"], int(window) if positions is not None else 0, float(scale),
+        float(softcap) if softcap else 1.0,
         HKV=hkv, G=g, D=d, DV=dv, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_D=cfg["BLOCK_D"],
         BLOCK_DV=cfg["BLOCK_DV"], HAS_MASK=has_mask, MASK_BOOL=mbool, MASK_ROW=mrow_only, WRITE_PARTIAL=ns > 1,
         IEEE=q.dtype == torch.float32, UPCAST_DOT=interp and q.dtype == torch.bfloat16, MANUAL_BF16=interp,
         HAS_SINKS=sinks is not None and (ns == 1 or counter is not None), HAS_POS=positions is not None,
         HAS_WINDOW=positions is not None and window > 0, SKIP=skip, INLINE_COMBINE=counter is not None,
-        BLOCK_S=triton_next_pow2(ns) if counter is not None else 1,
+        BLOCK_S=triton_next_pow2(ns) if counter is not None else 1, HAS_SOFTCAP=softcap > 0,
         num_warps=cfg["num_warps"], **extra,
     )
     if ns > 1 and counter is None:

@@ -19,7 +19,8 @@ def aot_cases() -> list[dict]:
     mask) on a 128-slot sliding-window layer at B = 32 (unsplit: the sink in the store); the combine kernel at
     64 splits for Dv 64 and 256, and with sinks for Dv 64 (a split full-attention layer); the one-launch form
     (the merge in the last split program) of Llama-3.2-1B at B = 1, and the positions form (no mask, no block
-    skip, a sliding window) at B = 32.
+    skip, a sliding window) at B = 32; Gemma2-2B's soft-capped scores (8/4 heads, D 256, cap 50, an additive
+    bf16 row mask) at B = 32.
 
     The dicts carry the ``tt.divisibility`` attrs the JIT adds at run time (pointers, and integer arguments
     that are multiples of 16 at these sizes, as every contiguous cache has). With them every case compiles
@@ -29,19 +30,20 @@ def aot_cases() -> list[dict]:
     sig_common = {"sqb": "i32", "sqh": "i32", "sqi": "i32", "skb": "i32", "skh": "i32", "skn": "i32",
                   "svb": "i32", "svh": "i32", "svn": "i32", "smb": "i32", "smh": "i32", "smi": "i32",
                   "smj": "i32", "Hq": "i32", "LQ": "i32", "LKV": "i32", "SPLIT_LEN": "i32", "NSPLIT": "i32",
-                  "MB": "i32", "scale": "fp32", "spb": "i32", "spi": "i32", "WINDOW": "i32"}
+                  "MB": "i32", "scale": "fp32", "SOFTCAP": "fp32", "spb": "i32", "spi": "i32", "WINDOW": "i32"}
     cases = []
     # name, B, Hq, Hkv, Lq, Lkv, D, mask pointer type (None: positions, no mask), mask row-broadcast (HF decode
-    # (B, 1, 1, L)), sinks, one launch
-    for name, b, hq, hkv, lq, lkv, d, mdt, mrow, sinks, one in (
-            ("llama_b1", 1, 32, 8, 1, 1024, 64, "*u8", True, False, False),
-            ("llama_b1_one_launch", 1, 32, 8, 1, 1024, 64, "*u8", True, False, True),
-            ("llama_q8_b32", 32, 32, 8, 8, 128, 64, "*u8", False, False, False),
-            ("qwen3_b1", 1, 16, 8, 1, 4096, 128, "*u8", True, False, False),
-            ("gemma_b32", 32, 8, 1, 1, 4096, 256, "*u8", True, False, False),
-            ("llama_additive_b8", 8, 32, 8, 1, 1024, 64, "*bf16", False, False, False),
-            ("llama_positions_window_b32", 32, 32, 8, 1, 1024, 64, None, True, False, False),
-            ("gpt_oss_sinks_window_b32", 32, 64, 8, 1, 128, 64, "*bf16", True, True, False)):
+    # (B, 1, 1, L)), sinks, one launch, softcap
+    for name, b, hq, hkv, lq, lkv, d, mdt, mrow, sinks, one, cap in (
+            ("llama_b1", 1, 32, 8, 1, 1024, 64, "*u8", True, False, False, False),
+            ("llama_b1_one_launch", 1, 32, 8, 1, 1024, 64, "*u8", True, False, True, False),
+            ("llama_q8_b32", 32, 32, 8, 8, 128, 64, "*u8", False, False, False, False),
+            ("qwen3_b1", 1, 16, 8, 1, 4096, 128, "*u8", True, False, False, False),
+            ("gemma_b32", 32, 8, 1, 1, 4096, 256, "*u8", True, False, False, False),
+            ("llama_additive_b8", 8, 32, 8, 1, 1024, 64, "*bf16", False, False, False, False),
+            ("llama_positions_window_b32", 32, 32, 8, 1, 1024, 64, None, True, False, False, False),
+            ("gpt_oss_sinks_window_b32", 32, 64, 8, 1, 128, 64, "*bf16", True, True, False, False),
+            ("gemma2_softcap_b32", 32, 8, 4, 1, 4096, 256, "*bf16", True, False, False, True)):
         g = hq // hkv
         cfg = launch_config(b, hkv, lq, lkv, g, d, d, sms=132, rocm=True)
         pos = mdt is None
@@ -53,7 +55,7 @@ def aot_cases() -> list[dict]:
                       MASK_ROW=mrow, WRITE_PARTIAL=cfg["NSPLIT"] > 1, IEEE=False, UPCAST_DOT=False,
                       MANUAL_BF16=False, HAS_SINKS=sinks and (cfg["NSPLIT"] == 1 or one), HAS_POS=pos,
                       HAS_WINDOW=pos, SKIP=not pos, INLINE_COMBINE=one,
-                      BLOCK_S=triton.next_power_of_2(cfg["NSPLIT"]) if one else 1)
+                      BLOCK_S=triton.next_power_of_2(cfg["NSPLIT"]) if one else 1, HAS_SOFTCAP=cap)
         sig.update({c: "constexpr" for c in consts})
         # The integer arguments at this size, for the divisibility hints the JIT adds at run time (a value
         # that is a multiple of 16 is specialised so; contiguous q/k/v and a (B, 1, Lq|1, L) mask).

@@ -83,6 +83,9 @@ def check(spec: dict[str, Any]) -> str | None:
     pdt = spec.get("positions_dtype")
     if pdt is not None and pdt not in POS_DTYPES:
         return f"positions dtype {dtype_name(pdt)}: the kernel takes int32/int64 positions"
+    cap = spec.get("softcap", 0.0)
+    if not (isinstance(cap, (int, float)) and 0.0 <= cap < float("inf")):
+        return f"softcap {cap!r}: the kernel takes a finite cap >= 0 (0: none)"
     return None
 
 

@@ -48,10 +48,20 @@ def _merge_rows(Out, OP, MP, LP, Sinks, b, hk, r0, nrows, Hq, LQ, NSPLIT, G: tl.
 
 
 @triton.jit
-def _block(q, kbase, vbase, n, dq, dvv, col, keep, madd, m_i, l_i, acc, skn, svn, scale, D: tl.constexpr,
-           DV: tl.constexpr, IEEE: tl.constexpr, UPCAST_DOT: tl.constexpr):
+def _softcap(s, cap):
+    """``cap * tanh(s / cap)`` in float32 as ``cap - 2 cap / (exp(2 s / cap) + 1)``: one ``exp2`` (no libdevice
+    call, so the interpreter and ROCm take the same code); saturates to ``+-cap`` without NaN for any finite or
+    infinite ``s`` (exp2 overflow gives ``cap``, underflow ``-cap``). Absolute error about ``cap * 2^-23``."""
+    e = tl.math.exp2(s * (2.0 * _LOG2E / cap))
+    return cap - 2.0 * cap / (e + 1.0)
+
+
+@triton.jit
+def _block(q, kbase, vbase, n, dq, dvv, col, keep, madd, m_i, l_i, acc, skn, svn, scale, softcap, D: tl.constexpr,
+           DV: tl.constexpr, IEEE: tl.constexpr, UPCAST_DOT: tl.constexpr, HAS_SOFTCAP: tl.constexpr):
     """One KV block of the online softmax: K/V loaded only at the slots some row keeps (``col``), so NaN or
-    garbage in removed cache slots cannot leak in; ``P`` rounded to the K/V dtype for ``P @ V``."""
+    garbage in removed cache slots cannot leak in; the scaled scores soft-capped (``HAS_SOFTCAP``, Gemma2)
+    before the mask; ``P`` rounded to the K/V dtype for ``P @ V``."""
     col_ok = col > 0
     k = tl.load(kbase + n[:, None] * skn + dq[None, :], mask=col_ok[:, None] & (dq[None, :] < D), other=0.0)
     if IEEE:
@@ -60,7 +70,10 @@ def _block(q, kbase, vbase, n, dq, dvv, col, keep, madd, m_i, l_i, acc, skn, svn
         s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
     else:
         s = tl.dot(q, tl.trans(k))
-    s = s * scale + madd
+    s = s * scale
+    if HAS_SOFTCAP:
+        s = _softcap(s, softcap)
+    s = s + madd
     s = tl.where(keep, s, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, axis=1))
     m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -81,13 +94,13 @@ def _block(q, kbase, vbase, n, dq, dvv, col, keep, madd, m_i, l_i, acc, skn, svn
 def _split_kernel(
     Q, K, V, Mask, Sinks, Pos, Out, OP, MP, LP, Counter,
     sqb, sqh, sqi, skb, skh, skn, svb, svh, svn, smb, smh, smi, smj, spb, spi,
-    Hq, LQ, LKV, SPLIT_LEN, NSPLIT, MB, WINDOW, scale,
+    Hq, LQ, LKV, SPLIT_LEN, NSPLIT, MB, WINDOW, scale, SOFTCAP,
     HKV: tl.constexpr, G: tl.constexpr, D: tl.constexpr, DV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     HAS_MASK: tl.constexpr, MASK_BOOL: tl.constexpr, MASK_ROW: tl.constexpr, WRITE_PARTIAL: tl.constexpr,
     IEEE: tl.constexpr, UPCAST_DOT: tl.constexpr, MANUAL_BF16: tl.constexpr, HAS_SINKS: tl.constexpr,
     HAS_POS: tl.constexpr, HAS_WINDOW: tl.constexpr, SKIP: tl.constexpr, INLINE_COMBINE: tl.constexpr,
-    BLOCK_S: tl.constexpr,
+    BLOCK_S: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
 ):
     """One (batch, kv head, M tile, KV split): online softmax over the split's kept blocks (package doc)."""
     pid = tl.program_id(0)
@@ -154,10 +167,10 @@ def _split_kernel(
         if SKIP:
             if tl.max(col, axis=0) > 0:
                 m_i, l_i, acc = _block(q, kbase, vbase, n, dq, dvv, col, keep, madd, m_i, l_i, acc, skn, svn,
-                                       scale, D, DV, IEEE, UPCAST_DOT)
+                                       scale, SOFTCAP, D, DV, IEEE, UPCAST_DOT, HAS_SOFTCAP)
         else:
             m_i, l_i, acc = _block(q, kbase, vbase, n, dq, dvv, col, keep, madd, m_i, l_i, acc, skn, svn, scale,
-                                   D, DV, IEEE, UPCAST_DOT)
+                                   SOFTCAP, D, DV, IEEE, UPCAST_DOT, HAS_SOFTCAP)
 
     orow = (b * Hq + h) * LQ + i  # output row (B, Hq, Lq) flattened
     if WRITE_PARTIAL:
