@@ -16,6 +16,26 @@ _LOG2E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit
+def _merge_splits(m, lsum, o, Sinks, h, HAS_SINKS: tl.constexpr):
+    """One row's NSPLIT partials merged in a fixed order (deterministic): ``m`` (BLOCK_S,) running maxima,
+    ``lsum`` (BLOCK_S,) sums of exp, ``o`` (BLOCK_S, BLOCK_DV) unnormalised outputs, all float32; under
+    ``HAS_SINKS`` query head ``h``'s sink logit joins the max and the denominator. Returns the float32 row
+    (BLOCK_DV,); a row with nothing kept (every m = -inf, no sink) is 0. Shared by the two-launch combine and
+    the one-launch merge, so both give the same bits."""
+    mx = tl.max(m, axis=0)
+    if HAS_SINKS:
+        sk = tl.load(Sinks + h).to(tl.float32)
+        mx = tl.maximum(mx, sk)
+    mx = tl.where(mx == float("-inf"), 0.0, mx)
+    w = tl.math.exp2((m - mx) * _LOG2E)  # a split with nothing kept: m = -inf, weight 0
+    den = tl.sum(w * lsum, axis=0)
+    if HAS_SINKS:
+        den += tl.math.exp2((sk - mx) * _LOG2E)
+    num = tl.sum(w[:, None] * o, axis=0)
+    return num / tl.where(den > 0, den, 1.0)
+
+
+@triton.jit
 def _merge_rows(Out, OP, MP, LP, Sinks, b, hk, r0, nrows, Hq, LQ, NSPLIT, G: tl.constexpr, DV: tl.constexpr,
                 BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr, MANUAL_BF16: tl.constexpr, HAS_SINKS: tl.constexpr):
     """Merge the NSPLIT partials ``(acc_s, m_s, l_s)`` of the tile's rows ``r0 .. r0 + nrows - 1`` (query head
@@ -33,17 +53,7 @@ def _merge_rows(Out, OP, MP, LP, Sinks, b, hk, r0, nrows, Hq, LQ, NSPLIT, G: tl.
         lsum = tl.load(LP + row * NSPLIT + s, mask=s_ok, other=0.0, cache_modifier=".cg")
         o = tl.load(OP + (row * NSPLIT + s)[:, None] * DV + dv[None, :], mask=s_ok[:, None] & (dv[None, :] < DV),
                     other=0.0, cache_modifier=".cg")
-        mx = tl.max(m, axis=0)
-        if HAS_SINKS:
-            sk = tl.load(Sinks + h).to(tl.float32)
-            mx = tl.maximum(mx, sk)
-        mx = tl.where(mx == float("-inf"), 0.0, mx)
-        w = tl.math.exp2((m - mx) * _LOG2E)
-        den = tl.sum(w * lsum, axis=0)
-        if HAS_SINKS:
-            den += tl.math.exp2((sk - mx) * _LOG2E)
-        num = tl.sum(w[:, None] * o, axis=0)
-        out = num / tl.where(den > 0, den, 1.0)
+        out = _merge_splits(m, lsum, o, Sinks, h, HAS_SINKS)
         tl.store(Out + row * DV + dv, _round_to(out, Out.dtype.element_ty, MANUAL_BF16), mask=dv < DV)
 
 
@@ -216,15 +226,5 @@ def _combine_kernel(Out, OP, MP, LP, Sinks, NSPLIT, Hq, LQ, DV: tl.constexpr, BL
     lsum = tl.load(LP + row * NSPLIT + s, mask=s_ok, other=0.0)
     o = tl.load(OP + (row * NSPLIT + s)[:, None] * DV + dv[None, :], mask=s_ok[:, None] & (dv[None, :] < DV),
                 other=0.0)
-    mx = tl.max(m, axis=0)
-    if HAS_SINKS:
-        sk = tl.load(Sinks + (row // LQ) % Hq).to(tl.float32)
-        mx = tl.maximum(mx, sk)
-    mx = tl.where(mx == float("-inf"), 0.0, mx)
-    w = tl.math.exp2((m - mx) * _LOG2E)  # a split with nothing kept: m = -inf, weight 0
-    den = tl.sum(w * lsum, axis=0)
-    if HAS_SINKS:
-        den += tl.math.exp2((sk - mx) * _LOG2E)
-    num = tl.sum(w[:, None] * o, axis=0)
-    out = num / tl.where(den > 0, den, 1.0)
+    out = _merge_splits(m, lsum, o, Sinks, (row // LQ) % Hq, HAS_SINKS)
     tl.store(Out + row * DV + dv, _round_to(out, Out.dtype.element_ty, MANUAL_BF16), mask=dv < DV)
