@@ -14,14 +14,13 @@ import pytest
 import torch
 from gate_spellings import qwen3_next
 from test_gemm_merge_pass import QKV
+from test_tuning_tuner import FAKE, _fake, fresh_tuner
 
 from rocm_inductor import explain, policy
-from rocm_inductor.platform import PlatformDispatch
 from rocm_inductor.providers.reference import ReferenceProvider
 from rocm_inductor.refusal import NOT_MEASURED, Refusal
 from rocm_inductor.tuning import decide, device, measure, store, tuner, worker
 
-FAKE = device.DeviceKey("Fake GPU", "sm_00", 4, "torch-x", "triton-y")
 OPS = ("rms_norm", "fused_add_rms_norm", "rope", "rope_cached", "decode_attention", "sigmoid_gate")
 
 
@@ -34,19 +33,8 @@ def cpu_gpu(monkeypatch, tmp_path):
     monkeypatch.setitem(policy.NORM_MIN_HIDDEN, "cpu", 128)  # gpt-fast's norms (64) are "per-head sized" here
     monkeypatch.setenv(store.ROOT_ENV, str(tmp_path / "store"))
     monkeypatch.setenv(store.SHIPPED_ENV, "0")
-    PlatformDispatch.reset_all()
-    tuner.TUNER.reset()
-    worker.reset()
-    with device.override(FAKE):
-        yield store.DecisionStore(tmp_path / "store", shipped=None)
-    worker.reset()
-    tuner.TUNER.reset()
-    PlatformDispatch.reset_all()
-
-
-def _fake(monkeypatch, times: str) -> None:
-    monkeypatch.setenv(measure.FAKE_ENV, times)
-    worker.reset()
+    with fresh_tuner(tmp_path) as s:
+        yield s
 
 
 def _gpt_fast(layers: int = 2):

@@ -6,6 +6,8 @@ candidate left to Inductor), with the reference and Triton providers as the plat
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -24,10 +26,18 @@ def tuned(monkeypatch, tmp_path):
     then calls ``tuning.decide`` between its gate and emit), a fake device, the decision store in ``tmp_path``,
     fresh tuner and worker state. Yields the store (read back by the tests)."""
     monkeypatch.setitem(policy.PROVIDER_ORDER, "cpu", {"rms_norm": ("reference", "triton")})
-    PlatformDispatch.reset_all()
     monkeypatch.setenv(store.ROOT_ENV, str(tmp_path / "store"))
     monkeypatch.setattr(RMSNormPass, "tuning_op", "rms_norm", raising=False)
     monkeypatch.setattr(RMSNormPass, "prepare", lambda self, graph, ctx: None)  # every norm through the gate
+    with fresh_tuner(tmp_path) as s:
+        yield s
+
+
+@contextlib.contextmanager
+def fresh_tuner(tmp_path):
+    """Fresh dispatch, tuner and worker state around the fake device ``FAKE`` (and again after); yields the
+    decision store in ``tmp_path / "store"`` without shipped entries. The tuning fixtures' common frame."""
+    PlatformDispatch.reset_all()
     tuner.TUNER.reset()
     worker.reset()
     with device.override(FAKE):
