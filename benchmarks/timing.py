@@ -28,6 +28,22 @@ def capture_graph(fn: Callable[[], object], inner: int = 1, warmup: int = 3) -> 
     return graph, out
 
 
+def capture(fn, cuda: bool):
+    """``fn`` (no args) captured in a ``torch.cuda.CUDAGraph`` -> ``(replay, None)``; ``(fn, reason)`` when
+    capture fails or there is no GPU (the caller then times an eager loop and says so)."""
+    if not cuda:
+        return fn, "no CUDA graphs on CPU"
+    try:
+        graph, out = capture_graph(fn, warmup=2)
+        torch.cuda.synchronize()
+        replay = lambda: (graph.replay(), out)[1]
+        replay.graph = graph  # keep it alive with the callable
+        return replay, None
+    except Exception as e:
+        torch.cuda.synchronize()
+        return fn, f"capture failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
+
+
 def graph_time_us(fn: Callable[[], object], inner: int, reps: int) -> float:
     """Median microseconds per call of ``fn``, captured ``inner`` times in one CUDA graph (after a warm-up on
     a side stream) and replayed ``reps`` times, timed with CUDA events. Python and launch overhead are out."""

@@ -59,7 +59,7 @@ import rocm_inductor  # noqa: E402,F401  (registers the custom ops; reports of w
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # benchmarks/: cli, hf_models, timing
 import cli  # noqa: E402  (benchmarks/cli.py)
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
-from timing import capture_graph, time_call, versions, write_results  # noqa: E402  (benchmarks/timing.py)
+from timing import capture, time_call, versions, write_results  # noqa: E402  (benchmarks/timing.py)
 
 CONFIGS = ("eager", "inductor", "rocm_fused_l1", "rocm_fused_l2")
 T, TOP_K, TOP_P = 0.7, 50, 0.9
@@ -124,22 +124,6 @@ def _sync(cuda: bool) -> None:
 
 
 _mark = getattr(torch.compiler, "cudagraph_mark_step_begin", lambda: None)
-
-
-def capture(fn, cuda: bool):
-    """``fn`` (no args) captured in a ``torch.cuda.CUDAGraph`` -> ``(replay, None)``; ``(fn, reason)`` when
-    capture fails or there is no GPU (the caller then times an eager loop and says so)."""
-    if not cuda:
-        return fn, "no CUDA graphs on CPU"
-    try:
-        graph, out = capture_graph(fn, warmup=2)
-        torch.cuda.synchronize()
-        replay = lambda: (graph.replay(), out)[1]
-        replay.graph = graph  # keep it alive with the callable
-        return replay, None
-    except Exception as e:
-        torch.cuda.synchronize()
-        return fn, f"capture failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
 
 
 # ---------------------------------------------------------------------------------------------- correctness

@@ -54,7 +54,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # benchmar
 import cli  # noqa: E402  (benchmarks/cli.py)
 import hf_models  # noqa: E402  (benchmarks/hf_models.py)
 import run_log  # noqa: E402  (benchmarks/run_log.py)
-from timing import capture_graph, time_call, versions  # noqa: E402  (benchmarks/timing.py)
+from timing import capture, time_call, versions  # noqa: E402  (benchmarks/timing.py)
 
 COLUMNS = ("model", "batch", "max_cache_len", "sampler", "config", "step_us", "kernels")
 MD_COLUMNS = COLUMNS + ("vs_inductor", "logit_err", "compile_s", "rewrites", "status")
@@ -230,27 +230,17 @@ def _run_cell(config: str, step, inputs, ref, sampler, args, extra, cuda: bool) 
 
 
 def eager_sampler_graph(sampler, logits: torch.Tensor, cuda: bool):
-    """The eager ``sampler`` captured in its own CUDA graph over a static copy of ``logits`` (B, V) ->
-    ``(call(x), None)``; ``(call(x), reason)`` running it eagerly when there is no GPU or capture fails. Used
-    when a config cannot compile the sampler, so its row still times step + sampler with graph replays."""
+    """The eager ``sampler`` over a static copy of ``logits`` (B, V), captured in its own CUDA graph
+    (``timing.capture``) -> ``(call(x), None)``, or ``(call(x), reason)`` running it eagerly when there is no GPU
+    or capture fails. Used when a config cannot compile the sampler, so its row still times step + sampler."""
     static = logits.clone()
-    if cuda:
-        try:
-            graph, out = capture_graph(lambda: sampler(static), warmup=2)
-            torch.cuda.synchronize()
+    replay, why = capture(lambda: sampler(static), cuda)
 
-            def replay(x):
-                static.copy_(x)
-                graph.replay()
-                return out
+    def call(x):
+        static.copy_(x)
+        return replay()
 
-            return replay, None
-        except Exception as e:
-            torch.cuda.synchronize()
-            why = f"capture failed: {type(e).__name__}"
-    else:
-        why = "no CUDA graphs on CPU"
-    return sampler, why
+    return call, why
 
 
 def cells(args) -> list[tuple[str, int, int]]:
