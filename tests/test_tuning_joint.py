@@ -99,3 +99,41 @@ def test_a_tie_keeps_the_conservative_choice_and_says_so():
     assert d.winner == "inductor" and "tie" in d.evidence
     d = tuner.decision_of("merged_gemm", "s", worker.Result("k", {"inductor": 27.0, "triton": 20.0}), 3, 0)
     assert d.winner == "triton" and "tie" not in d.evidence
+
+
+class TwoNorms(torch.nn.Module):
+    """A decoder layer's two residual adds + RMSNorm (hidden 256): the input norm feeds q/k, the post-attention
+    norm reads its sum (``s + o(q)``) and feeds one GEMM through a reshape to another K (so its fold is refused
+    and its Inductor nodes come back)."""
+
+    def __init__(self, h: int = 256) -> None:
+        super().__init__()
+        self.w1, self.w2 = (torch.nn.Parameter(torch.rand(h) + 0.5) for _ in range(2))
+        self.q, self.k = (torch.nn.Linear(h, n, bias=False) for n in (64, 32))
+        self.o = torch.nn.Linear(64, h, bias=False)
+        self.u = torch.nn.Parameter(torch.randn(h // 2, 96) / 16)
+
+    @staticmethod
+    def _norm(s: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        v = s.float()
+        return w * (v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + 1e-6)).to(s.dtype)
+
+    def forward(self, x: torch.Tensor, r: torch.Tensor):
+        s = x + r
+        y1 = self._norm(s, self.w1)
+        q, k = self.q(y1), self.k(y1)
+        t = s + self.o(q)
+        return q, k, self._norm(t, self.w2).reshape(-1, 128) @ self.u, t
+
+
+def test_a_reverted_norm_reads_the_sum_of_a_fold_taken_before_it(monkeypatch, joint):
+    """The input norm's fold is taken (14 us vs 18); the post-attention norm, also deferred, reads its sum and
+    is refused by the fold (K changes in the reshape): its Inductor nodes come back reading the fold's sum output,
+    not the erased getitem of the provisional op (the H200's level-2 Llama compile failed on exactly that: the
+    manager's graph lint, which ``strict`` raises)."""
+    st, _, x, r = joint
+    _fake(monkeypatch, NORM_TIMES + ",rms_norm_gemm/reference=14")
+    mod = TwoNorms().eval()
+    rep, after = _run(2, mod, x, r)
+    assert after[FOLD] == 1 and after["aten.rsqrt.default"] == 1 and after[FUSED] == 0, str(rep)
+    assert any("deferred to norm_gemm" in n.reason for n in rep.near_misses), str(rep)

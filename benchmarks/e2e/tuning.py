@@ -76,6 +76,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--models", default="llama,qwen3", help="families of hf_models.py")
     p.add_argument("--buckets", default="1,8,32", help="decode batch sizes")
     cli.add_step_args(p, reps=20, rounds=5, budget_s=500.0, layers=8)
+    p.add_argument("--configs", default=",".join(CONFIGS),
+                   help="step configs to run (a subset re-measures those rows; the file keeps the others)")
     p.add_argument("--cost-model", default="llama", help="the model of tuning_cost.csv ('' skips the cost runs)")
     p.add_argument("--cost-layers", type=int, default=16, help="layers of the cost compiles")
     p.add_argument("--max-cache-len", type=int, default=1024)
@@ -136,22 +138,26 @@ def run_one(config: str, model, cfg, batch: int, args, store: str) -> dict:
     return row
 
 
-def plan(models: list[str], buckets: list[int], cost_model: str) -> list[tuple[str, int, str]]:
+def plan(models: list[str], buckets: list[int], cost_model: str,
+         configs: tuple[str, ...] = CONFIGS) -> list[tuple[str, int, str]]:
     """(model, batch, config) in priority order: B = 1 (the first bucket) of each model, the cost compiles of
-    ``cost_model``, then the larger buckets."""
-    runs = [(m, buckets[0], c) for m in models for c in CONFIGS]
+    ``cost_model``, then the larger buckets; step configs only those of ``configs``."""
+    configs = tuple(c for c in CONFIGS if c in configs)
+    runs = [(m, buckets[0], c) for m in models for c in configs]
     if cost_model:
         runs += [(cost_model, buckets[0], c) for c in COST]
-    runs += [(m, b, c) for b in buckets[1:] for m in models for c in CONFIGS]
+    runs += [(m, b, c) for b in buckets[1:] for m in models for c in configs]
     return runs
 
 
-def _merge(path: pathlib.Path, columns: tuple[str, ...], rows: list[dict], models: set[str]) -> None:
-    """Write ``rows`` to ``path`` under exactly ``columns``, keeping the file's rows of other models."""
+def _merge(path: pathlib.Path, columns: tuple[str, ...], rows: list[dict], key: tuple[str, ...]) -> None:
+    """Write ``rows`` to ``path`` under exactly ``columns``, keeping the file's rows whose ``key`` columns
+    (``("model",)``, or ``("model", "batch", "config")``) no new row has."""
+    new = {tuple(str(r[k]) for k in key) for r in rows}
     old = []
     if path.exists():
         with open(path, newline="") as f:
-            old = [r for r in csv.DictReader(f) if r.get("model") not in models]
+            old = [r for r in csv.DictReader(f) if tuple(r.get(k) for k in key) not in new]
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, list(columns), lineterminator="\n", extrasaction="ignore")
@@ -169,9 +175,9 @@ def _write(args, models: list[str], buckets: list[int], steps: list[dict], compi
                           compile_s_level2_tuning=round(c["level2_cold"] - c["level2_warm"], 1),
                           compile_s_level1_warm_store=round(c["level1_warm"] - c["level1_empty"], 1)))
     out = pathlib.Path(args.out)
-    _merge(out / "tuning.csv", STEP_COLUMNS, steps, set(models))
+    _merge(out / "tuning.csv", STEP_COLUMNS, steps, ("model", "batch", "config"))
     if costs:
-        _merge(out / "tuning_cost.csv", COST_COLUMNS, costs, {r["model"] for r in costs})
+        _merge(out / "tuning_cost.csv", COST_COLUMNS, costs, ("model",))
     return costs
 
 
@@ -190,7 +196,12 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     decode.warm_flashinfer(cuda)
     steps, results, built, stores, compile_s, observed = [], [], {}, {}, {}, {}
-    for name, batch, config in plan(models, buckets, args.cost_model):
+    configs = tuple(c.strip() for c in args.configs.split(",") if c.strip())
+    if not set(configs) <= set(CONFIGS):
+        print(f"unknown --configs {sorted(set(configs) - set(CONFIGS))}; known: {', '.join(CONFIGS)}",
+              file=sys.stderr)
+        return 2
+    for name, batch, config in plan(models, buckets, args.cost_model, configs):
         layers = args.cost_layers if config in COST else args.layers
         if (name, layers) not in built:
             built.clear()  # one model on the GPU at a time
