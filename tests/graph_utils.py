@@ -76,3 +76,58 @@ def assert_contract(out: torch.Tensor, eager: torch.Tensor, ref64: torch.Tensor)
     ulp = torch.finfo(out.dtype).eps
     e_out, e_eager = rel_err(out, ref64), rel_err(eager, ref64)
     assert e_out <= e_eager + ulp, f"rewritten rel err {e_out:.3g} > eager {e_eager:.3g} + ulp {ulp:.3g}"
+
+
+def _eager_inner(gm: torch.fx.GraphModule, example_inputs: Any, **kw: Any) -> Any:
+    """An ``inner_compile`` for ``compile_fx``: the steps Inductor's in-process compile takes up to and including
+    its post-grad passes (``view_to_reshape``, fake-tensor propagation, ``_recursive_post_grad_passes``, where our
+    PassManager runs as the custom pre-pass), then the rewritten graph as a boxed callable run eagerly instead of
+    lowered to code (torch/_inductor/compile_fx.py, ``_InProcessFxCompile.codegen_and_compile``)."""
+    from torch._inductor import compile_fx as cfx
+    from torch._inductor.virtualized import V
+
+    with torch.utils._python_dispatch._disable_current_modes():
+        cfx.view_to_reshape(gm)
+        with torch.no_grad():
+            fake_mode = cfx.fake_tensor_prop(gm, example_inputs)
+        with V.set_fake_mode(fake_mode):
+            cfx._recursive_post_grad_passes(gm, is_inference=kw.get("is_inference", False))
+    gm.recompile()
+
+    def run(args: list[Any]) -> Any:
+        out = gm(*args)
+        args.clear()
+        return out
+
+    run._boxed_call = True  # type: ignore[attr-defined]
+    return run
+
+
+_INTERNALS = ("compile_fx", "view_to_reshape", "fake_tensor_prop", "_recursive_post_grad_passes")
+
+
+@contextlib.contextmanager
+def graph_run_eagerly() -> Iterator[None]:
+    """``backend="rocm_fused"`` compiles inside the block run Dynamo, AOTAutograd and Inductor's post-grad passes
+    (ours included) exactly as a real compile does, then execute the rewritten FX graph eagerly (our custom ops
+    through their providers: reference, or Triton under the interpreter) instead of lowering it and building C++
+    with g++: the pass's op counts and the rewritten graph's numerics, minus Inductor's code generation (most of a
+    tiny model's CPU compile time). Where this torch lacks one of the internals used, compiles stay real.
+
+    Every model family keeps an end-to-end compile elsewhere in the suite (the ``backend="rocm_fused"`` path)."""
+    from torch._inductor import compile_fx as cfx
+
+    if not all(callable(getattr(cfx, name, None)) for name in _INTERNALS):
+        yield
+        return
+    orig = cfx.compile_fx
+
+    def compile_fx(gm: Any, example_inputs: Any, **kw: Any) -> Any:
+        kw.setdefault("inner_compile", _eager_inner)  # compile_fx's config-patch recursion passes its own
+        return orig(gm, example_inputs, **kw)
+
+    cfx.compile_fx = compile_fx
+    try:
+        yield
+    finally:
+        cfx.compile_fx = orig
