@@ -48,16 +48,15 @@ class Deferred:
     Attributes:
         op: the ``rocm_fused`` norm node; outs: the nodes the graph now reads in place of the region's outputs
             (``[op]``, or the fused op's ``[getitem 0, getitem 1]``); region: the original nodes as a graph whose
-            placeholders are ``inputs`` (the op's tensor arguments when recorded, in order; :func:`revert` reads the
-            op's current ones) and whose output is the tuple of the
-            originals of ``outs``; decision: the norm's own decision (winner ``"inductor"``); anchor: the node
-            the match is named by; match: the norm's report record (set by the contract after ``emit``).
+            placeholders are the op's tensor arguments, in order (:func:`revert` reads the op's current ones: a fold
+            taken since may have replaced one) and whose output is the tuple of the originals of ``outs``;
+            decision: the norm's own decision (winner ``"inductor"``); anchor: the node the match is named by;
+            match: the norm's report record (set by the contract after ``emit``).
     """
 
     op: Node
     outs: list[Node]
     region: Graph
-    inputs: list[Node]
     decision: Any
     anchor: str
     match: Match | None = None
@@ -119,8 +118,8 @@ def revert(graph: Graph, ctx: Any, d: Deferred, why: str) -> None:
     env: dict[Node, Node] = {}
     outs: tuple = ()
     phs = [n for n in d.region.nodes if n.op == "placeholder"]
-    # The op's current tensor arguments, not ``d.inputs``: a fold taken since may have replaced an input (the
-    # sum of the norm before it, now read from the fold's getitem) and erased the node recorded then.
+    # The op's current tensor arguments, not those it was recorded with: a fold taken since may have replaced an
+    # input (the sum of the norm before it, now read from the fold's getitem) and erased the node recorded then.
     env.update(zip(phs, [a for a in d.op.args if isinstance(a, Node)], strict=True))
     with graph.inserting_before(d.op):
         for n in d.region.nodes:

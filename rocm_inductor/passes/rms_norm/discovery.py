@@ -235,7 +235,7 @@ def _replace(graph: Graph, ctx: PassContext, norm: Norm, rs: Node, choice: Choic
                              (res[0], res[1], w, eps, offset, fused.provider), like=rs)
             y = insert_call(graph, before, operator.getitem, (op, 0), like=rs)
             s_ = insert_call(graph, before, operator.getitem, (op, 1), like=x)
-            _record(ctx, op, [y, s_], [res[0], res[1], w], region, rs)
+            _record(ctx, op, [y, s_], region, rs)
             out.replace_all_uses_with(y)
             x.replace_all_uses_with(s_)
             return "fused_add_rms_norm"
@@ -243,7 +243,7 @@ def _replace(graph: Graph, ctx: PassContext, norm: Norm, rs: Node, choice: Choic
     ctx.pending = choice
     new = insert_call(graph, out, torch.ops.rocm_fused.rms_norm.default, (x, w, eps, offset, choice.provider),
                       like=rs)
-    _record(ctx, new, [new], [x, w], region, rs)
+    _record(ctx, new, [new], region, rs)
     out.replace_all_uses_with(new)
     return "rms_norm"
 
@@ -265,11 +265,10 @@ def _region(ctx: PassContext, inputs: list[Node | None], originals: list[Node]) 
     return region
 
 
-def _record(ctx: PassContext, op: Node, outs: list[Node], inputs: list[Node | None], region: Any, rs: Node) -> None:
+def _record(ctx: PassContext, op: Node, outs: list[Node], region: Any, rs: Node) -> None:
     """Register the provisional ``op`` with its recorded region (``passes/joint.py``); nothing when not deferring."""
     if region is not None:
-        ctx.deferred[op] = joint.Deferred(op, outs, region, [i for i in inputs if i is not None], ctx.deferring,
-                                          rs.name)
+        ctx.deferred[op] = joint.Deferred(op, outs, region, ctx.deferring, rs.name)
 
 
 def emit(graph: Graph, ctx: PassContext, rs: Node, norm: Norm, choice: Choice) -> MatchRecord:
