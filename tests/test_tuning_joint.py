@@ -137,3 +137,35 @@ def test_a_reverted_norm_reads_the_sum_of_a_fold_taken_before_it(monkeypatch, jo
     rep, after = _run(2, mod, x, r)
     assert after[FOLD] == 1 and after["aten.rsqrt.default"] == 1 and after[FUSED] == 0, str(rep)
     assert any("deferred to norm_gemm" in n.reason for n in rep.near_misses), str(rep)
+
+
+class EmbedThenResidual(torch.nn.Module):
+    """An embedding-fed first norm (no residual) and a residual add + RMSNorm of the same shape after it."""
+
+    def __init__(self, h: int = 256) -> None:
+        super().__init__()
+        self.w1, self.w2 = (torch.nn.Parameter(torch.rand(h) + 0.5) for _ in range(2))
+        self.o = torch.nn.Linear(h, h, bias=False)
+
+    def forward(self, x: torch.Tensor, r: torch.Tensor):
+        y = TwoNorms._norm(x, self.w1)
+        s = r + self.o(y)
+        return TwoNorms._norm(s, self.w2), s
+
+
+def test_a_residual_norm_is_decided_by_its_own_window_not_the_plain_norm_of_its_shape(monkeypatch, joint):
+    """The plain norm loses (12 vs 10 us) and the add + norm wins (5 us): each is keyed (and measured) as the op
+    it is written as, so the residual one is rewritten; keyed alike, the first norm's loss decided both (the H200's
+    Qwen3-shaped step at B=32 lost every add + norm that way)."""
+    st, _, x, r = joint
+    _fake(monkeypatch, "inductor=10,reference=5,rms_norm/reference=12,fused_add_rms_norm/reference=5")
+    with capture() as seen, torch.no_grad():
+        (rep,) = explain(EmbedThenResidual().eval(), x, r, dry_run=True,
+                         options={"level": 2, "strict": True, "provider": None,
+                                  "passes": {"gemm_merge": False, "norm_gemm": False}})
+    after = seen[-1].after
+    assert after[FUSED] == 1 and after["rocm_fused.rms_norm.default"] == 0 and after["aten.rsqrt.default"] == 1, str(rep)
+    (fused,) = st.entries(FAKE, "fused_add_rms_norm")
+    (plain,) = st.entries(FAKE, "rms_norm")
+    assert fused.winner == "reference" and "fused_add=1" in fused.signature
+    assert plain.winner == "inductor" and "fused_add=0" in plain.signature

@@ -80,7 +80,7 @@ class RMSNormPass(RewritePass):
 
     def gate(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Norm) -> Choice:
         """Verification, the size policy, the provider (:func:`discovery.gate`)."""
-        return discovery.gate(ctx, params)
+        return discovery.gate(ctx, params, graph)
 
     def defer(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Norm, decision: object) -> bool:
         """A norm left to Inductor by its own decision whose output only feeds GEMMs is rewritten provisionally

@@ -160,8 +160,9 @@ def read(rs: Node) -> Norm:
     return Norm(x, float(eps), chain)
 
 
-def gate(ctx: PassContext, norm: Norm) -> Choice:
-    """Verify the longest region that checks out, apply the size policy and choose the provider.
+def gate(ctx: PassContext, norm: Norm, graph: Graph | None = None) -> Choice:
+    """Verify the longest region that checks out, apply the size policy and choose the provider (for the op
+    :func:`emit` will write: ``fused_add_rms_norm`` for a residual add in ``graph``, see :func:`_choose`).
 
     Raises:
         Miss: every region failed (the last failure named), the policy leaves it to Inductor, or no provider.
@@ -194,12 +195,27 @@ def gate(ctx: PassContext, norm: Norm) -> Choice:
             if not ctx.measuring:
                 raise Miss(why, overwrite=False)
             ctx.default_off = why  # measured in context instead; stays off unless a decision says otherwise
-        choice = ctx.choose("rms_norm", norm_spec(xv, wv, off, False))
+        choice = _choose(ctx, graph, norm.x, w, off)
         if choice.provider is None:
             raise Miss(f"not rewritten: {choice.why_not}", overwrite=False)
         norm.out, norm.w, norm.offset, norm.verdict = out, w, off, verdict
         return choice
     raise Miss(f"not rewritten: {last}", overwrite=False)
+
+
+def _choose(ctx: PassContext, graph: Graph | None, x: Node, w: Node | None, offset: float) -> Choice:
+    """The provider choice keyed by the op :func:`_replace` writes: ``fused_add_rms_norm`` (spec ``fused_add=1``)
+    when ``x`` is a residual add it absorbs and that op has a provider, else ``rms_norm``. The key is what the
+    tuning store decides by, so a residual norm is measured in its own window (the add and the sum's users), not
+    given the decision of the first plain norm of its shape (an embedding-fed first layer, whose gather Inductor
+    fuses: on the H200 that left every add + norm of a Qwen3-0.6B-shaped step at B=32 to Inductor, 0.90x the
+    shipped step; benchmarks/results/notes/46-tuning.md)."""
+    xv, wv = val(x), val(w)
+    if graph is not None and _residual_operands(x, w, {n: i for i, n in enumerate(graph.nodes)}) is not None:
+        fused = ctx.choose("fused_add_rms_norm", norm_spec(xv, wv, offset, True))
+        if fused.provider is not None:
+            return fused
+    return ctx.choose("rms_norm", norm_spec(xv, wv, offset, False))
 
 
 def _residual_operands(x: Node, w: Node | None, order: dict[Node, int]) -> tuple[Node, Node] | None:
