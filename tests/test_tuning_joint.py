@@ -164,7 +164,8 @@ def test_a_residual_norm_is_decided_by_its_own_window_not_the_plain_norm_of_its_
                          options={"level": 2, "strict": True, "provider": None,
                                   "passes": {"gemm_merge": False, "norm_gemm": False}})
     after = seen[-1].after
-    assert after[FUSED] == 1 and after["rocm_fused.rms_norm.default"] == 0 and after["aten.rsqrt.default"] == 1, str(rep)
+    assert after[FUSED] == 1 and after["rocm_fused.rms_norm.default"] == 0, str(rep)
+    assert after["aten.rsqrt.default"] == 1, str(rep)
     (fused,) = st.entries(FAKE, "fused_add_rms_norm")
     (plain,) = st.entries(FAKE, "rms_norm")
     assert fused.winner == "reference" and "fused_add=1" in fused.signature

@@ -140,3 +140,21 @@ def test_numerics_contract(bad, why):
                                   None) is None  # statistical contract: shape and dtype only
     assert "differs" in measure.check_numerics("rms_norm", [torch.zeros(2, dtype=torch.int64)],
                                                [torch.ones(2, dtype=torch.int64)], None)
+
+
+def test_a_consumer_that_also_reads_the_gemms_output_is_no_neighbour(monkeypatch):
+    """The next residual add ``s + norm(s) @ wm`` reads the region's sum and a GEMM fed by the region: Inductor
+    cannot fuse it with the norm (it runs after the GEMM), so the window leaves it out; the pointwise consumer
+    ``y * 0.5`` reading the norm directly stays in."""
+
+    def layers(x, r, w, wm):
+        s = x + r
+        y = _norm(s, w)
+        return s + (y @ wm), y * 0.5
+
+    torch.manual_seed(0)
+    (win,), _ = _windows(monkeypatch, layers, torch.randn(4, 64), torch.randn(4, 64), torch.randn(64),
+                         torch.randn(64, 64))
+    base = [str(n.target) for n in win.base.graph.nodes if n.op == "call_function"]
+    assert len(win.neighbours) == 1 and base.count("aten.add.Tensor") == 2  # the region's add, the eps add
+    assert "aten.mm.default" not in base

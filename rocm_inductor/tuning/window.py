@@ -151,10 +151,42 @@ def _flat(n: Node) -> list[Node]:
     return out
 
 
+def _after_kernel(a: Node, region: set[Node], order: dict[Node, int], lo: int) -> bool:
+    """Whether ``a`` is computed from ``region`` through a node Inductor does not fuse (a GEMM, an extern op): an
+    ancestor walk that stops above the region's first node. A purely pointwise / view path fuses, so it does not
+    count."""
+    seen: set[tuple[Node, bool]] = set()
+    todo = [(a, False)]
+    while todo:
+        n, crossed = todo.pop()
+        if n in region:
+            if crossed:
+                return True
+            continue
+        if (n, crossed) in seen or order.get(n, -1) < lo:
+            continue
+        seen.add((n, crossed))
+        crossed = crossed or not (_is_fusible(n) or _is_free(n))
+        todo.extend((i, crossed) for i in n.all_input_nodes)
+    return False
+
+
 def neighbours(region: set[Node]) -> tuple[list[Node], list[Node]]:
-    """(neighbours, the view ops on the way to them) of ``region``, one hop (see module docstring)."""
+    """(neighbours, the view ops on the way to them) of ``region``, one hop (see module docstring).
+
+    A consumer that also reads a value computed from the region (the next residual add ``s + mlp(norm(s))``:
+    its other operand comes out of GEMMs fed by the region) is not a neighbour: Inductor schedules it after
+    those GEMMs, so it cannot fuse with the region, while the window, where that operand is an input, would fuse
+    it into the baseline's kernel (on the H200 that made Inductor's add + RMSNorm measure 1-1.5 us faster than
+    ours in the window and ~4 us slower in the step; benchmarks/results/notes/46-tuning.md)."""
     found: list[Node] = []
     ways: list[Node] = []
+    order = {n: i for i, n in enumerate(next(iter(region)).graph.nodes)} if region else {}
+    lo = min((order[r] for r in region), default=0)
+
+    def later(u: Node, path: list[Node]) -> bool:
+        return any(a not in region and a not in path and _after_kernel(a, region, order, lo)
+                   for a in u.all_input_nodes)
 
     def add(path: list[Node], n: Node) -> None:
         if n not in region and n not in found:
@@ -175,7 +207,8 @@ def neighbours(region: set[Node]) -> tuple[list[Node], list[Node]]:
             if u in region or u.op != "call_function":
                 continue
             if _is_fusible(u):
-                add(path, u)
+                if not later(u, path):
+                    add(path, u)
             elif _is_free(u) and len(path) < _MAX_VIEWS:
                 stack.extend((w, [*path, u]) for w in u.users)
     return found, ways
