@@ -83,6 +83,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--max-cache-len", type=int, default=1024)
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--no-log", action="store_true", help="do not append to benchmarks/results/runs/")
+    p.add_argument("--report", action="store_true", help="print each measuring compile's match report")
     return p.parse_args(argv)
 
 
@@ -135,6 +136,9 @@ def run_one(config: str, model, cfg, batch: int, args, store: str) -> dict:
         from rocm_inductor.tuning.cli import table
 
         print(table(tuner.TUNER.measured, tuner.TUNER.skipped), flush=True)
+    if config in MEASURING and getattr(args, "report", False):
+        for rep in rocm_inductor.reports():
+            print(rep, flush=True)
     return row
 
 
