@@ -267,6 +267,15 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cut(row: dict, layers: int | None) -> dict:
+    """The logged ``layers``; a model cut by ``--layers`` is logged under ``<config>_<n>l`` so its rows never
+    stand for the checkpoint's in ``results/decode_step.csv`` (the latest row of a cell wins there)."""
+    full = hf_models.FAMILIES[row["model"]].full["num_hidden_layers"]
+    if not layers or layers == full:
+        return {"layers": full}
+    return {"layers": layers, "config": f"{row['config']}_{layers}l"}
+
+
 def main(argv=None) -> int:
     """Run the benchmark; returns 0, or 1 without a GPU (use ``--tiny --device cpu``)."""
     args = parse_args(argv)
@@ -332,8 +341,8 @@ def main(argv=None) -> int:
     (out / "decode_step.md").write_text(f"# {title}\n\n{text}")
     print(text)
     if not args.no_log and not args.tiny:
-        measured = [{k: r.get(k, "") for k in (*COLUMNS, "logit_err", "compile_s", "rewrites", "status")}
-                    for r in rows if r.get("step_us") not in (None, "")]
+        measured = [{**{k: r.get(k, "") for k in (*COLUMNS, "logit_err", "compile_s", "rewrites", "status")},
+                     **_cut(r, args.layers)} for r in rows if r.get("step_us") not in (None, "")]
         run_log.append_run("decode_step", measured, script="benchmarks/e2e/decode_step.py " + " ".join(
             argv or sys.argv[1:]), what=f"dense decode step ({args.models}), with/without the HF sampler, "
                                        "kernels per step: Inductor vs rocm_fused")
