@@ -14,6 +14,10 @@ import torch
 if not torch.cuda.is_available():
     # Run our Triton kernels on CPU tensors (must be set before triton.jit decorates anything).
     os.environ.setdefault("TRITON_INTERPRET", "1")
+if os.environ.get("TRITON_INTERPRET") == "1":
+    from triton_interp import skip_nested_lang_patching
+
+    skip_nested_lang_patching()  # same interpreted semantics, no re-patching per device-function call
 
 # One Inductor / Triton kernel cache dir per run, removed at exit: a run never reads a previous run's (as on CI's
 # fresh clone). The process that first imports this file (pytest-xdist's controller, or the only pytest process)
