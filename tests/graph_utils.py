@@ -107,17 +107,19 @@ _INTERNALS = ("compile_fx", "view_to_reshape", "fake_tensor_prop", "_recursive_p
 
 
 @contextlib.contextmanager
-def graph_run_eagerly() -> Iterator[None]:
+def graph_run_eagerly(enabled: bool = True) -> Iterator[None]:
     """``backend="rocm_fused"`` compiles inside the block run Dynamo, AOTAutograd and Inductor's post-grad passes
     (ours included) exactly as a real compile does, then execute the rewritten FX graph eagerly (our custom ops
     through their providers: reference, or Triton under the interpreter) instead of lowering it and building C++
     with g++: the pass's op counts and the rewritten graph's numerics, minus Inductor's code generation (most of a
     tiny model's CPU compile time). Where this torch lacks one of the internals used, compiles stay real.
 
-    Every model family keeps an end-to-end compile elsewhere in the suite (the ``backend="rocm_fused"`` path)."""
+    Every model family keeps an end-to-end compile elsewhere in the suite (the ``backend="rocm_fused"`` path);
+    ``enabled=False`` keeps the compiles inside the block real (the case of a parametrised test that is its
+    family's end-to-end compile)."""
     from torch._inductor import compile_fx as cfx
 
-    if not all(callable(getattr(cfx, name, None)) for name in _INTERNALS):
+    if not enabled or not all(callable(getattr(cfx, name, None)) for name in _INTERNALS):
         yield
         return
     orig = cfx.compile_fx

@@ -6,6 +6,8 @@ Per layer q/k/v (3 GEMMs) and gate/up (2) become one ``merged_gemm`` each; o_pro
 ``wqkv`` is already one GEMM: unchanged (no table entry for it: a provider choice, never a merge); its ``w1``/``w3``
 merge.
 Logits within tolerance of eager. Qwen3's per-head q/k RMSNorm after the projections reads the merged outputs.
+The rewritten graphs run eagerly (``graph_run_eagerly``: the passes and counts are a real compile's; every family's
+end-to-end compile is elsewhere: test_attention_models, test_glu_gemm).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from graph_utils import capture
+from graph_utils import capture, graph_run_eagerly
 from tiny_hf import LAYERS, tiny_causal_lm
 
 transformers = pytest.importorskip("transformers")
@@ -27,7 +29,7 @@ def _hf(name: str):
 
 def _run(fn, *args, provider="reference"):
     torch._dynamo.reset()
-    with capture() as seen, torch.no_grad():
+    with graph_run_eagerly(), capture() as seen, torch.no_grad():
         out = torch.compile(fn, backend="rocm_fused", options={"provider": provider, "strict": True,
                                                                 "passes": {"gemm_merge": True}})(*args)
     return out, seen

@@ -5,14 +5,16 @@ Per layer the input_layernorm (plain RMSNorm in layer 0, residual add + RMSNorm 
 post_attention_layernorm into gate/up: 2 ``rms_norm_gemm`` per layer, no ``merged_gemm`` left. The final norm keeps
 its own op (lm_head is an unmeasured single GEMM on CPU: no merged_gemm to fold into). Qwen3's per-head q/k norms
 read the projections' outputs, not their input: untouched. gpt-fast's ``wqkv`` is one GEMM (unmeasured single): only
-``ffn_norm`` -> ``w1``/``w3`` folds. Logits within tolerance of eager.
+``ffn_norm`` -> ``w1``/``w3`` folds. Logits within tolerance of eager. The rewritten graphs run eagerly
+(``graph_run_eagerly``: the passes and counts are a real compile's; every family's end-to-end compile is elsewhere:
+test_attention_models, test_glu_gemm, test_rms_norm_models).
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
-from graph_utils import capture
+from graph_utils import capture, graph_run_eagerly
 from test_gemm_merge_models import GptFast
 from tiny_hf import LAYERS, tiny_causal_lm
 
@@ -23,7 +25,7 @@ FOLD, MERGED = "rocm_fused.rms_norm_gemm.default", "rocm_fused.merged_gemm.defau
 
 def _run(fn, *args):
     torch._dynamo.reset()
-    with capture() as seen, torch.no_grad():
+    with graph_run_eagerly(), capture() as seen, torch.no_grad():
         out = torch.compile(fn, backend="rocm_fused", options={
             "provider": "reference", "strict": True, "passes": {"gemm_merge": True, "norm_gemm": True}})(*args)
     return out, seen
