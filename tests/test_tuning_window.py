@@ -158,3 +158,27 @@ def test_a_consumer_that_also_reads_the_gemms_output_is_no_neighbour(monkeypatch
     base = [str(n.target) for n in win.base.graph.nodes if n.op == "call_function"]
     assert len(win.neighbours) == 1 and base.count("aten.add.Tensor") == 2  # the region's add, the eps add
     assert "aten.mm.default" not in base
+
+
+def test_a_window_holding_a_merged_gemm_has_a_float64_truth():
+    """The fold's baseline window holds our norm and ``merged_gemm`` (the unfolded pair): the truth evaluates them in
+    float64 on the reference provider, so candidates are judged by the numerics contract, not the 2-ulp fallback."""
+    import torch.fx as fx
+
+    from rocm_inductor.tuning import worker
+
+    def pair(x, w, nw):
+        y = torch.ops.rocm_fused.rms_norm.default(x, nw, 1e-6, 0.0, "triton")
+        return (torch.ops.rocm_fused.merged_gemm.default(y, [w], [None], "triton")[0],)
+
+    gm = fx.symbolic_trace(pair)
+    torch.manual_seed(0)
+    x, w, nw = torch.randn(4, 64, dtype=torch.bfloat16), torch.randn(32, 64, dtype=torch.bfloat16), torch.rand(64)
+    (t,) = worker._truth(gm, [x, w, nw.to(torch.bfloat16)])
+    assert t.dtype == torch.float64
+    x64 = x.double()
+    y64 = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + 1e-6) * nw.to(torch.bfloat16).double()
+    ref = y64 @ w.double().t()
+    torch.testing.assert_close(t, ref, rtol=1e-4, atol=1e-5)  # the norm reference computes in float32
+    with pytest.raises(ValueError, match="float16/bfloat16/float32"):
+        torch.ops.rocm_fused.merged_gemm(x64, [w.double()], [None], "triton")

@@ -43,8 +43,11 @@ from ..providers._gemm_limits import (  # noqa: F401  (the op's limit and refusa
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
-def _validate(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor | None]) -> None:
-    if x.dtype not in DTYPES:
+def _validate(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor | None],
+              provider: str = "") -> None:
+    # float64 only on the pure-torch reference: the level-2 tuner's float64 truth of a window holding this op
+    # (tuning/worker._truth); without it every candidate was judged by the 2-ulp fallback of measure.check_numerics
+    if x.dtype not in DTYPES and not (provider == "reference" and x.dtype == torch.float64):
         raise ValueError(f"merged_gemm takes float16/bfloat16/float32, x is {x.dtype}")
     if x.ndim != 2:
         raise ValueError(f"merged_gemm: x must be (M, K), got shape {tuple(x.shape)}")
@@ -78,17 +81,17 @@ def merged_gemm(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch
         list of contiguous (M, N_i) tensors of ``x.dtype``, float32-accumulated, rounded once (RTNE).
 
     Raises:
-        ValueError: dtype outside float16/bfloat16/float32, 0 or more than 4 weights, shapes that do not chain,
-            mixed dtypes/devices.
+        ValueError: dtype outside float16/bfloat16/float32 (float64 too with ``"reference"``), 0 or more than 4
+            weights, shapes that do not chain, mixed dtypes/devices.
         KeyError: unknown provider. ProviderUnavailable: its library cannot be imported here.
     """
-    _validate(x, weights, biases)
+    _validate(x, weights, biases, provider)
     return [y.contiguous() for y in get_provider(provider).merged_gemm(x, list(weights), list(biases))]
 
 
 @merged_gemm.register_fake
 def _merged_gemm_fake(x, weights, biases, provider):
-    _validate(x, weights, biases)
+    _validate(x, weights, biases, provider)
     return [torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device) for w in weights]
 
 
