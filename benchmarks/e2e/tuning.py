@@ -136,7 +136,7 @@ def run_one(config: str, model, cfg, batch: int, args, store: str) -> dict:
         from rocm_inductor.tuning.cli import table
 
         print(table(tuner.TUNER.measured, tuner.TUNER.skipped), flush=True)
-    if config in MEASURING and getattr(args, "report", False):
+    if config in MEASURING and args.report:
         for rep in rocm_inductor.reports():
             print(rep, flush=True)
     return row

@@ -171,8 +171,9 @@ def _after_kernel(a: Node, region: set[Node], order: dict[Node, int], lo: int) -
     return False
 
 
-def neighbours(region: set[Node]) -> tuple[list[Node], list[Node]]:
-    """(neighbours, the view ops on the way to them) of ``region``, one hop (see module docstring).
+def neighbours(region: set[Node], order: dict[Node, int]) -> tuple[list[Node], list[Node]]:
+    """(neighbours, the view ops on the way to them) of ``region``, one hop (see module docstring); ``order``: the
+    graph's node positions.
 
     A consumer that also reads a value computed from the region (the next residual add ``s + mlp(norm(s))``:
     its other operand comes out of GEMMs fed by the region) is not a neighbour: Inductor schedules it after
@@ -181,7 +182,6 @@ def neighbours(region: set[Node]) -> tuple[list[Node], list[Node]]:
     ours in the window and ~4 us slower in the step; benchmarks/results/notes/46-tuning.md)."""
     found: list[Node] = []
     ways: list[Node] = []
-    order = {n: i for i, n in enumerate(next(iter(region)).graph.nodes)} if region else {}
     lo = min((order[r] for r in region), default=0)
 
     def later(u: Node, path: list[Node]) -> bool:
@@ -335,7 +335,7 @@ def cut(graph: Graph, pass_: Any, ctx: Any, cand: Any, params: Any, providers: I
     order = {n: i for i, n in enumerate(graph.nodes)}
     copies = [_emit_on_copy(graph, pass_, ctx, cand, params, p) for p in providers]
     region = copies[0][2]
-    near, ways = neighbours(region)
+    near, ways = neighbours(region, order)
     base = region | set(near) | set(ways)
     views = _view_closure(base)
     base |= views

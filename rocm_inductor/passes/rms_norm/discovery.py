@@ -41,7 +41,8 @@ class Norm:
     Attributes:
         x: the normalised tensor; eps: the added eps; chain: (node, weight or None, offset) per node of the
             elementwise chain below the rsqrt with x's shape and dtype (region outputs to try, shortest first);
-        out, w, offset, verdict: the verified region's output, weight, weight offset and verdict (set by gate).
+        out, w, offset, verdict: the verified region's output, weight, weight offset and verdict (set by gate);
+        residual: the residual add's operands ``(a, b)`` when ``x`` is one the fused form absorbs (set by gate).
     """
 
     x: Node
@@ -51,6 +52,7 @@ class Norm:
     w: Node | None = None
     offset: float = 0.0
     verdict: discover.Verdict | None = None
+    residual: tuple[Node, Node] | None = None
 
 
 def _anchor_parts(rs: Node) -> tuple[Node, Any] | None:
@@ -160,7 +162,7 @@ def read(rs: Node) -> Norm:
     return Norm(x, float(eps), chain)
 
 
-def gate(ctx: PassContext, norm: Norm, graph: Graph | None = None) -> Choice:
+def gate(ctx: PassContext, norm: Norm, graph: Graph) -> Choice:
     """Verify the longest region that checks out, apply the size policy and choose the provider (for the op
     :func:`emit` will write: ``fused_add_rms_norm`` for a residual add in ``graph``, see :func:`_choose`).
 
@@ -195,23 +197,23 @@ def gate(ctx: PassContext, norm: Norm, graph: Graph | None = None) -> Choice:
             if not ctx.measuring:
                 raise Miss(why, overwrite=False)
             ctx.default_off = why  # measured in context instead; stays off unless a decision says otherwise
-        choice = _choose(ctx, graph, norm.x, w, off)
+        res = _residual_operands(norm.x, w, {n: i for i, n in enumerate(graph.nodes)})
+        choice = _choose(ctx, res is not None, xv, wv, off)
         if choice.provider is None:
             raise Miss(f"not rewritten: {choice.why_not}", overwrite=False)
-        norm.out, norm.w, norm.offset, norm.verdict = out, w, off, verdict
+        norm.out, norm.w, norm.offset, norm.verdict, norm.residual = out, w, off, verdict, res
         return choice
     raise Miss(f"not rewritten: {last}", overwrite=False)
 
 
-def _choose(ctx: PassContext, graph: Graph | None, x: Node, w: Node | None, offset: float) -> Choice:
+def _choose(ctx: PassContext, residual: bool, xv: Any, wv: Any, offset: float) -> Choice:
     """The provider choice keyed by the op :func:`_replace` writes: ``fused_add_rms_norm`` (spec ``fused_add=1``)
-    when ``x`` is a residual add it absorbs and that op has a provider, else ``rms_norm``. The key is what the
+    for a ``residual`` add it absorbs when that op has a provider, else ``rms_norm``. The key is what the
     tuning store decides by, so a residual norm is measured in its own window (the add and the sum's users), not
     given the decision of the first plain norm of its shape (an embedding-fed first layer, whose gather Inductor
     fuses: on the H200 that left every add + norm of a Qwen3-0.6B-shaped step at B=32 to Inductor, 0.90x the
     shipped step; benchmarks/results/notes/46-tuning.md)."""
-    xv, wv = val(x), val(w)
-    if graph is not None and _residual_operands(x, w, {n: i for i, n in enumerate(graph.nodes)}) is not None:
+    if residual:
         fused = ctx.choose("fused_add_rms_norm", norm_spec(xv, wv, offset, True))
         if fused.provider is not None:
             return fused
@@ -238,9 +240,7 @@ def _residual_operands(x: Node, w: Node | None, order: dict[Node, int]) -> tuple
 def _replace(graph: Graph, ctx: PassContext, norm: Norm, rs: Node, choice: Choice) -> str:
     """Replace a verified norm region (``x`` .. ``out``) by ``rms_norm``, or by ``fused_add_rms_norm`` when ``x``
     is a residual add whose sum is used elsewhere (both outputs then replace the add and the norm)."""
-    x, w, eps, offset, out = norm.x, norm.w, norm.eps, norm.offset, norm.out
-    order = {n: i for i, n in enumerate(graph.nodes)}
-    res = _residual_operands(x, w, order)
+    x, w, eps, offset, out, res = norm.x, norm.w, norm.eps, norm.offset, norm.out, norm.residual
     if res is not None:
         fused = ctx.choose("fused_add_rms_norm", norm_spec(val(x), val(w), offset, True))
         if fused.provider is not None:
