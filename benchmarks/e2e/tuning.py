@@ -33,7 +33,9 @@ said so.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import dataclasses
 import os
 import pathlib
 import statistics
@@ -84,6 +86,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--no-log", action="store_true", help="do not append to benchmarks/results/runs/")
     p.add_argument("--report", action="store_true", help="print each measuring compile's match report")
+    p.add_argument("--profile", action="store_true",
+                   help="per step config: print the top GPU kernels of a replay (torch.profiler) and the kernel config "
+                        "every merged GEMM launch ran (shape and config, recorded at capture)")
     return p.parse_args(argv)
 
 
@@ -115,19 +120,28 @@ def run_one(config: str, model, cfg, batch: int, args, store: str) -> dict:
                                                  dtype)
     fn = _compiled(config, step, cuda, store)
     rocm_inductor.clear_reports()
-    with torch.no_grad():
+    launches = _record_gemm_launches() if args.profile else contextlib.nullcontext([])
+    with torch.no_grad(), launches as launched:
         with torch._inductor.config.patch(force_disable_caches=True):
             decode._sync(cuda)
             t0 = time.perf_counter()
             fn(*inputs)
             decode._sync(cuda)
             compile_s = time.perf_counter() - t0
+        for _ in range(2):  # the CUDA-graph warm-up run and capture launch the kernels from Python
+            fn(*inputs)
 
         def call():
             decode._mark()
             return fn(*inputs)
 
         us = time_call(call, args.reps, args.rounds, cuda)
+        if args.profile and cuda:
+            from decode_step import breakdown_text, profile_kernels
+
+            print(breakdown_text(f"{args.models} B={batch} {config}", profile_kernels(call, cuda)[1], top=24))
+    for text in sorted(set(launched)):
+        print(f"  merged GEMM launch {config} B={batch}: {text}", flush=True)
     row = dict(compile_s=round(compile_s, 1), step_us=round(statistics.median(us), 1),
                spread_us=round(max(us) - min(us), 1), measured=len(tuner.TUNER.measured))
     if config != "inductor":
@@ -140,6 +154,28 @@ def run_one(config: str, model, cfg, batch: int, args, store: str) -> dict:
         for rep in rocm_inductor.reports():
             print(rep, flush=True)
     return row
+
+
+@contextlib.contextmanager
+def _record_gemm_launches():
+    """Record ``"M x K -> Ns: config"`` of every merged GEMM launch from Python inside the block (``--profile``)."""
+    from rocm_inductor.providers.triton import gemm_merge
+    from rocm_inductor.tuning.worker import config_label
+
+    seen: list[str] = []
+    real = gemm_merge.launch
+
+    def spy(x, weights, biases, cfg, *a, **k):
+        norm = " +norm" if k.get("norm") is not None or len(a) > 1 and a[1] is not None else ""
+        seen.append(f"{tuple(x.shape)} -> {[w.shape[0] for w in weights]}{norm}: "
+                    f"{config_label('triton', dataclasses.asdict(cfg))}")
+        return real(x, weights, biases, cfg, *a, **k)
+
+    gemm_merge.launch = spy
+    try:
+        yield seen
+    finally:
+        gemm_merge.launch = real
 
 
 def plan(models: list[str], buckets: list[int], cost_model: str,
