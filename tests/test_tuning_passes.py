@@ -99,6 +99,40 @@ def test_level1_never_measures_and_applies_the_store(monkeypatch, cpu_gpu):
     assert all(m.provenance.startswith("store (measured on this device earlier)") for ms in got.values() for m in ms)
 
 
+def test_decode_attention_launch_configs_measured_and_the_winner_stored(monkeypatch, cpu_gpu):
+    """With the Triton provider, every split-KV launch config of the sweep grid is a candidate of its own
+    (forced in turn, numerics checked); the fastest is stored with its config, which the kernel's launcher then
+    reads from the store."""
+    from rocm_inductor.providers.triton import attention
+    from rocm_inductor.providers.triton.attention import config as attn_config
+
+    monkeypatch.setitem(policy.PROVIDER_ORDER["cpu"], "decode_attention", ("reference", "triton"))
+    forced = []
+    real = attention.decode_attention
+
+    def spy(*a, **k):
+        forced.append((attention.FORCE_SPLITS, attention.FORCE_BLOCK_N))
+        return real(*a, **k)
+
+    monkeypatch.setattr(attention, "decode_attention", spy)
+    _fake(monkeypatch, "inductor=10,reference=8,decode_attention/triton:2x32=3")
+    model, x, pos = _gpt_fast(1)
+    rep = _compile(2, model, x, pos)
+    (meas,) = [m for m in tuner.TUNER.measured if m.decision.op == "decode_attention"]
+    grid = attn_config.sweep_points(64)  # the gpt-fast cache: 64 slots
+    assert {k for k in meas.decision.times_us if k.startswith("triton:")} == {
+        f"triton:{c['num_splits']}x{c['block_n']}" for c in grid}
+    assert {(c["num_splits"], c["block_n"]) for c in grid} <= set(forced)  # each forced when it ran
+    assert (attention.FORCE_SPLITS, attention.FORCE_BLOCK_N) == (None, None)  # restored
+    assert meas.decision.winner == "triton" and meas.decision.config == {"num_splits": 2, "block_n": 32}
+    assert [m.provider for m in rep.matches if m.op == "decode_attention"] == ["triton"]
+    d = meas.decision
+    f = store.parse_signature(d.signature)
+    cfg = attn_config.pick(int(f["batch"]), int(f["num_q_heads"]), int(f["num_kv_heads"]), int(f["q_len"]),
+                           int(f["kv_len"]), int(f["head_dim"]), int(f["v_head_dim"]), torch.float32, 1)
+    assert (cfg["NSPLIT"], cfg["BLOCK_N"]) == (2, 32) and cfg["source"] == f"store: {d.signature}"
+
+
 def test_sigmoid_gate_measured_and_wrong_numerics_refused(monkeypatch, cpu_gpu):
     """The gate (off by default) is a candidate at level 2; a provider whose output breaks the numerics contract
     is refused with the reason and the gate stays with Inductor."""

@@ -140,6 +140,9 @@ def run_one(config: str, model, cfg, batch: int, args, store: str) -> dict:
             from decode_step import breakdown_text, profile_kernels
 
             print(breakdown_text(f"{args.models} B={batch} {config}", profile_kernels(call, cuda)[1], top=24))
+            print(f"kernels of one {config} step in order (us):")
+            for name, k_us in _kernel_sequence(call):
+                print(f"  {k_us:7.1f}  {name[:100]}")
     for text in sorted(set(launched)):
         print(f"  merged GEMM launch {config} B={batch}: {text}", flush=True)
     row = dict(compile_s=round(compile_s, 1), step_us=round(statistics.median(us), 1),
@@ -154,6 +157,21 @@ def run_one(config: str, model, cfg, batch: int, args, store: str) -> dict:
         for rep in rocm_inductor.reports():
             print(rep, flush=True)
     return row
+
+
+def _kernel_sequence(call) -> list[tuple[str, float]]:
+    """(kernel name, CUPTI us) of one ``call()`` in launch order, memcpy/memset left out (``--profile``)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    ks = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+          and not e.name.lower().startswith(("memcpy", "memset"))]
+    ks.sort(key=lambda e: e.time_range.start)
+    return [(e.name, e.time_range.end - e.time_range.start) for e in ks]
 
 
 @contextlib.contextmanager

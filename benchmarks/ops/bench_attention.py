@@ -190,12 +190,10 @@ def case(model, hq, hkv, d, b, lkv, copy_bw, args, state) -> tuple[dict, list[di
                 srow["note"] = f"{type(e).__name__}: {str(e)[:80]}".replace("\n", " ")
             sweep.append(srow)
 
-        for bn in (32, 64, 128):
-            for ns in (1, 2, 4, 8, 16, 32):
-                if ns > 1 and (lkv // bn) < ns:
-                    continue
-                for one in (False, True) if args.sweep_one_launch and ns > 1 else (False,):
-                    point(bn, ns, one)
+        for pt in tri.config.sweep_points(lkv):
+            ns, bn = pt["num_splits"], pt["block_n"]
+            for one in (False, True) if args.sweep_one_launch and ns > 1 else (False,):
+                point(bn, ns, one)
         grid = [r for r in sweep if r["us"] != ""]
         if grid:  # at the fastest two-launch point: one launch, and the mask without the block skip (pipelined)
             top = min(grid, key=lambda r: r["us"])

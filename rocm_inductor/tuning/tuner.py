@@ -6,7 +6,8 @@ a candidate the store has no decision for, :meth:`Tuner.__call__`:
 1. lists the candidates: each provider of ``policy.PROVIDER_ORDER`` available here whose ``check`` takes the spec
    (a "not measured" refusal is no refusal here: measuring is the point), the gate's choice first; for the
    merged GEMM ops with the Triton provider, each kernel config of ``gemm_configs.short_configs`` (every config
-   of ``sweep_configs`` with ``ROCM_FUSED_TUNE_GEMM_CONFIGS=sweep``);
+   of ``sweep_configs`` with ``ROCM_FUSED_TUNE_GEMM_CONFIGS=sweep``), for decode attention each split-KV launch
+   config of ``attention.config.sweep_points``;
 2. cuts the window (``window.cut``: the region plus the neighbours Inductor would fuse with it);
 3. has the worker (``worker.client``) compile and time the baseline and every candidate, numerics checked;
 4. returns a :class:`~rocm_inductor.tuning.store.Decision` with ``source="measured"``, every candidate's time,
@@ -35,6 +36,8 @@ log = logging.getLogger("rocm_inductor")
 
 #: Ops whose Triton kernel takes a launch config (the merged GEMM and its RMSNorm-prologue form).
 GEMM_OPS = frozenset({"merged_gemm", "rms_norm_gemm"})
+#: The decode attention op, whose Triton kernel takes a split-KV launch config.
+ATTENTION_OP = "decode_attention"
 #: Env var: ``"sweep"`` times every config of ``gemm_configs.sweep_configs`` (default: ``short_configs``).
 CONFIGS_ENV = "ROCM_FUSED_TUNE_GEMM_CONFIGS"
 #: How much faster than the baseline ours must be to win: within it the default (no extern op, Inductor free to
@@ -113,7 +116,7 @@ class Tuner:
         except WindowError as e:
             self._skip(op, sig, f"not measured: {e}")
             return None
-        configs = {p: gemm_configs(spec) for p in providers if p == "triton" and op in GEMM_OPS}
+        configs = {p: launch_configs(op, spec) for p in providers if p == "triton"}
         configs = {p: c for p, c in configs.items() if c}
         job = worker.Job(win.key() + repr(sorted(configs.items())), op, win.base, win.ours, win.inputs, configs)
         if self.progress is not None:
@@ -150,6 +153,29 @@ def usable_providers(ctx: Any, op: str, spec: dict[str, Any], chosen: str | None
         if why is None or kind_of(why) == NOT_MEASURED:
             out.append(name)
     return out
+
+
+def launch_configs(op: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Triton kernel's launch configs to force for ``op`` (each timed as a candidate of its own):
+    :func:`gemm_configs` for the merged GEMM ops, :func:`attention_configs` for decode attention, else none."""
+    if op in GEMM_OPS:
+        return gemm_configs(spec)
+    if op == ATTENTION_OP:
+        return attention_configs(spec)
+    return []
+
+
+def attention_configs(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Decode attention's (``num_splits``, ``block_n``) grid for a static KV length (``attention.config``'s
+    ``sweep_points``, the grid behind the shipped H200 entries); none for a symbolic one (the store entry or
+    the heuristic runs). The heuristic alone lost 14% in context: Qwen3-0.6B B = 32, 1024 slots, 4 splits +
+    combine 46.8 us per layer against the shipped entry's one split, 40.9 us (H200, run 2026-12-03-1744-tuning)."""
+    lkv = spec.get("kv_len")
+    if not isinstance(lkv, int) or lkv <= 0:
+        return []
+    from ..providers.triton.attention import config as attn_config
+
+    return attn_config.sweep_points(lkv)
 
 
 def gemm_configs(spec: dict[str, Any]) -> list[dict[str, Any]]:

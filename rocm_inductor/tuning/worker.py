@@ -13,9 +13,9 @@ In the worker, per job (:func:`run_job`):
 1. the baseline: the window compiled by Inductor (``compile_fx``, none of our passes; GEMMs stay ATen's
    cuBLAS/hipBLASLt calls, the level-2 small-M override's choice), or run eagerly when Inductor cannot
    compile it (labelled ``"eager"``);
-2. each candidate: the rewritten window compiled the same way; for ``merged_gemm`` / ``rms_norm_gemm`` with the
-   Triton provider, each kernel config of :attr:`Job.configs` forced in turn (labelled
-   ``"triton:..."``);
+2. each candidate: the rewritten window compiled the same way; for ``merged_gemm`` / ``rms_norm_gemm`` and
+   ``decode_attention`` with the Triton provider, each kernel config of :attr:`Job.configs` forced in turn
+   (labelled ``"triton:..."``);
 3. numerics of each candidate against the baseline (``measure.check_numerics``; truth: the baseline window in
    float64): a wrong candidate is refused with the reason and not timed;
 4. times of the baseline and every candidate kept (``measure.Timer``).
@@ -60,8 +60,8 @@ class Job:
     Attributes:
         key: the window's key (``Window.key``) plus the configs: identical jobs are measured once;
         op: the op; base: the window without our rewrite; ours: provider -> the rewritten window;
-        inputs: the input specs; configs: provider -> kernel configs to force (``Config`` fields), for the
-            merged GEMM kernels.
+        inputs: the input specs; configs: provider -> kernel configs to force (``Config`` fields for the
+            merged GEMM kernels, ``num_splits`` / ``block_n`` for decode attention).
     """
 
     key: str
@@ -92,7 +92,10 @@ class Result:
 
 
 def config_label(provider: str, cfg: dict[str, Any]) -> str:
-    """``"triton:m16 n64 k256 s1 w8 st3 dot"``: a forced kernel config's label."""
+    """A forced kernel config's label: ``"triton:m16 n64 k256 s1 w8 st3 dot"`` (a merged GEMM tile),
+    ``"triton:4x128"`` (decode attention: splits x BLOCK_N, as the shipped entries' times name them)."""
+    if "num_splits" in cfg:
+        return f"{provider}:{cfg['num_splits']}x{cfg['block_n']}"
     kind = "dot" if cfg.get("dot", True) else "full" if cfg.get("full") else "gemv" if cfg.get("late") else "fma"
     ev = " evict" if cfg.get("evict") else ""
     return (f"{provider}:m{cfg['block_m']} n{cfg['block_n']} k{cfg['block_k']} s{cfg.get('split_k', 1)} "
@@ -101,9 +104,20 @@ def config_label(provider: str, cfg: dict[str, Any]) -> str:
 
 @contextlib.contextmanager
 def forced_config(cfg: dict[str, Any] | None) -> Iterator[None]:
-    """Make the merged GEMM kernels (``merged_gemm``, ``rms_norm_gemm``) run ``cfg`` inside the block."""
+    """Make the merged GEMM kernels (``merged_gemm``, ``rms_norm_gemm``) run ``cfg`` inside the block, or the
+    decode attention kernel its ``num_splits`` / ``block_n`` (a ``cfg`` with ``num_splits``)."""
     if cfg is None:
         yield
+        return
+    if "num_splits" in cfg:
+        from ..providers.triton import attention
+
+        saved_attn = attention.FORCE_SPLITS, attention.FORCE_BLOCK_N
+        attention.FORCE_SPLITS, attention.FORCE_BLOCK_N = cfg["num_splits"], cfg["block_n"]
+        try:
+            yield
+        finally:
+            attention.FORCE_SPLITS, attention.FORCE_BLOCK_N = saved_attn
         return
     from ..providers.triton import gemm_merge, norm_gemm
     from ..providers.triton.gemm_configs import Config

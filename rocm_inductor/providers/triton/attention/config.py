@@ -49,6 +49,10 @@ ONE_LAUNCH_DEFAULT = False
 ONE_LAUNCH_ENV = "ROCM_FUSED_ATTN_ONE_LAUNCH"
 #: Tuning-store op of the kernel's configs.
 STORE_OP = "decode_attention"
+#: The launch grid timed per shape by the level-2 tuner (``tuning/tuner.py``) and by
+#: ``benchmarks/ops/bench_attention.py --sweep`` (the shipped H200 entries' source): BLOCK_N x splits.
+SWEEP_BLOCK_N = (32, 64, 128)
+SWEEP_SPLITS = (1, 2, 4, 8, 16, 32)
 #: Config fields a store entry may set (others are ignored).
 CONFIG_KEYS = ("num_splits", "block_n", "num_warps", "num_stages", "one_launch", "skip")
 
@@ -177,6 +181,14 @@ def launch_config(b: int, hkv: int, lq: int, lkv: int, g: int, d: int, dv: int, 
 #: bytes of all stages (CUDA: under the H200's 227 KiB per block with room for a second program; ROCm: gfx942's
 #: 64 KiB LDS). Not timed on a GPU: a store entry's ``num_stages`` wins.
 STAGE_BYTES = {"cuda": 160 << 10, "rocm": 64 << 10}
+
+
+def sweep_points(lkv: int) -> list[dict[str, int]]:
+    """The (``num_splits``, ``block_n``) launch configs worth timing for ``lkv`` KV slots: :data:`SWEEP_BLOCK_N`
+    x :data:`SWEEP_SPLITS`, a split count only where every split gets at least one BLOCK_N block (at most 18
+    configs). The heuristic's own pick is among them unless it takes more than 32 splits (8192 slots and up)."""
+    return [{"num_splits": ns, "block_n": bn} for bn in SWEEP_BLOCK_N for ns in SWEEP_SPLITS
+            if ns == 1 or lkv // bn >= ns]
 
 
 def default_stages(block_n: int, block_d: int, block_dv: int, elt: int, rocm: bool | None = None) -> int:
