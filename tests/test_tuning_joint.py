@@ -8,6 +8,8 @@ compile applies the stored (joint) fold decision without measuring.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from graph_utils import capture
@@ -89,16 +91,62 @@ def test_norm_reverted_to_inductor_when_the_fold_loses(monkeypatch, joint):
 
 
 def test_a_tie_keeps_the_conservative_choice_and_says_so():
-    """Within ``tuner.MIN_GAIN`` either way (the H200's B=8 gate/up merge: Inductor 26.9 vs Triton 27.0 us) the
-    region stays with Inductor and the evidence says "tie"; a clear win is no tie."""
-    from rocm_inductor.tuning import tuner, worker
+    """Within ``tuner.MIN_GAIN`` either way a region stays with Inductor and the evidence says "tie"; a clear win
+    is no tie. Where ``tie_goes_to_ours`` (the RMSNorms above the size policy, merges of two or more GEMMs: what a
+    GPU without entries gets at level 1) a tie goes to the rewrite. A single GEMM needs ``tables.SINGLE_MIN_GAIN``,
+    as the shipped singles do."""
+    from rocm_inductor.tuning import tables, tuner, worker
 
-    d = tuner.decision_of("merged_gemm", "s", worker.Result("k", {"inductor": 26.9, "triton": 27.0}), 3, 0)
-    assert d.winner == "inductor" and "tie: triton 27.0us" in d.evidence
-    d = tuner.decision_of("merged_gemm", "s", worker.Result("k", {"inductor": 27.0, "triton": 26.8}), 3, 0)
+    def dec(times, **kw):
+        return tuner.decision_of("merged_gemm", "s", worker.Result("k", times), 3, 0, **kw)
+
+    d = dec({"inductor": 26.9, "triton": 27.0})
+    assert d.winner == "inductor" and "tie: triton 27.0us" in d.evidence and "Inductor kept" in d.evidence
+    d = dec({"inductor": 27.0, "triton": 26.8})
     assert d.winner == "inductor" and "tie" in d.evidence
-    d = tuner.decision_of("merged_gemm", "s", worker.Result("k", {"inductor": 27.0, "triton": 20.0}), 3, 0)
+    d = dec({"inductor": 27.0, "triton": 20.0})
     assert d.winner == "triton" and "tie" not in d.evidence
+    for t in (27.2, 27.25, 26.8):  # within 1% either way
+        d = dec({"inductor": 27.0, "triton": t}, tie_ours=True)
+        assert d.winner == "triton" and "the rewrite taken" in d.evidence
+    assert dec({"inductor": 27.0, "triton": 27.5}, tie_ours=True).winner == "inductor"  # slower by 1.9%: no tie
+    assert dec({"inductor": 10.0, "triton": 9.8}, margin=tables.SINGLE_MIN_GAIN).winner == "inductor"  # 2% < 3%
+    assert dec({"inductor": 10.0, "triton": 9.6}, margin=tables.SINGLE_MIN_GAIN).winner == "triton"
+
+
+def test_which_ties_go_to_the_rewrite():
+    """Norms at or above ``policy.NORM_MIN_HIDDEN`` of the platform (CUDA 512: per-head q/k norms tie to Inductor;
+    ROCm 0) and merges of two or more GEMMs; not a single GEMM, a fold or RoPE."""
+    from rocm_inductor.tuning import tuner
+
+    assert tuner.tie_goes_to_ours("fused_add_rms_norm", {"hidden": 2048}, "cuda")
+    assert tuner.tie_goes_to_ours("rms_norm", {"hidden": 1024}, "cuda")
+    assert not tuner.tie_goes_to_ours("rms_norm", {"hidden": 128}, "cuda")
+    assert tuner.tie_goes_to_ours("rms_norm", {"hidden": 128}, "rocm")
+    assert not tuner.tie_goes_to_ours("rms_norm", {"hidden": None}, "cuda")
+    assert tuner.tie_goes_to_ours("merged_gemm", {"ns": (8192, 8192)}, "cuda")
+    assert not tuner.tie_goes_to_ours("merged_gemm", {"ns": (2048,)}, "cuda")
+    assert not tuner.tie_goes_to_ours("rms_norm_gemm", {"ns": (2048, 512, 512)}, "cuda")
+    assert not tuner.tie_goes_to_ours("rope", {"tokens": 8}, "cuda")
+    assert tuner.is_single("merged_gemm", {"ns": (2048,)}) and not tuner.is_single("rms_norm_gemm", {"ns": (8,)})
+
+
+def test_a_store_rows_winner_decides_it_and_a_raw_rows_times_do():
+    """The GEMM provider's refusals read a store row's winner (the tuner's rules, tie rule included), so a tied
+    merge measured slower by 0.2% is not refused later; a table file's raw row (no winner) is compared by time."""
+    from rocm_inductor.providers.triton import gemm_tables
+    from rocm_inductor.tuning import tables
+    from rocm_inductor.tuning.store import Decision
+
+    d = Decision("merged_gemm", "dtype=bfloat16,k=2048,m=8,ns=8192/8192", "triton", {"block_m": 16},
+                 {"triton": 27.35, "inductor": 27.3}, "measured", "tie")
+    row = tables.row(d, "GPU")
+    assert row["winner"] == "triton" and not gemm_tables.lost(row, "ours_us", "separate_us")
+    assert gemm_tables.lost(tables.row(dataclasses.replace(d, winner="inductor"), "GPU"), "ours_us", "separate_us")
+    raw = {k: v for k, v in row.items() if k != "winner"}
+    assert gemm_tables.lost(raw, "ours_us", "separate_us")
+    assert not gemm_tables.lost({**raw, "ours_us": 27.0}, "ours_us", "separate_us")
+    assert gemm_tables.lost({**raw, "ours_us": 27.0}, "ours_us", "separate_us", tables.SINGLE_MIN_GAIN)
 
 
 class TwoNorms(torch.nn.Module):

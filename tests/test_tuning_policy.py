@@ -189,5 +189,6 @@ def test_converter_round_trips_the_tables(tmp_path, monkeypatch):
     assert row == {"device": H200, "m": 1, "k": 2048, "ns": [512], "dtype": "bfloat16",
                    "config": {"block_m": 1, "block_n": 8, "block_k": 512, "split_k": 4, "num_warps": 4,
                               "num_stages": 3, "dot": False, "late": True},
-                   "ours_us": 4.45, "separate_us": 5.9, "concat_us": "", "floor_us": 0.5, "group": "llama k_proj"}
+                   "ours_us": 4.45, "separate_us": 5.9, "concat_us": "", "floor_us": 0.5, "group": "llama k_proj",
+                   "winner": "triton"}
     assert dataclasses.asdict(decisions[0])["source"] == "shipped:NVIDIA H200"

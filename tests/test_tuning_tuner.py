@@ -128,13 +128,25 @@ def test_the_winner_is_forced_in_the_emitted_op(monkeypatch, tuned):
 
 
 def test_inductor_winning_leaves_the_region_alone(monkeypatch, tuned):
-    _fake(monkeypatch, "inductor=5,reference=5.01,triton=9")  # within MIN_GAIN: the default stays
+    _fake(monkeypatch, "inductor=5,reference=5.2,triton=9")  # ours slower by more than MIN_GAIN
     torch.manual_seed(0)
     rep = _compile(Layers(1), torch.randn(2, 64))
     assert _providers(rep) == []
     assert any("measured slower than Inductor" in n.reason for n in rep.near_misses)
     assert all(d.winner == "inductor" for d in tuned.entries(FAKE, "rms_norm"))
 
+
+def test_a_norm_tie_goes_to_our_kernel_above_the_size_policy(monkeypatch, tuned):
+    """Within MIN_GAIN (a tie) an RMSNorm at or above ``policy.NORM_MIN_HIDDEN`` keeps our kernel, the level-1
+    default (``tuner.tie_goes_to_ours``); below it (per-head sized) the tie goes to Inductor."""
+    monkeypatch.setitem(policy.NORM_MIN_HIDDEN, "cpu", 48)  # Layers: hidden 64 above, the last norm (32) below
+    _fake(monkeypatch, "inductor=5,reference=5.01,triton=9")
+    torch.manual_seed(0)
+    rep = _compile(Layers(1), torch.randn(2, 64))
+    assert _providers(rep) == ["reference"]
+    by_hidden = {store.parse_signature(d.signature)["hidden"]: d for d in tuned.entries(FAKE, "rms_norm")}
+    assert by_hidden["64"].winner == "reference" and "the rewrite taken" in by_hidden["64"].evidence
+    assert by_hidden["32"].winner == "inductor" and "Inductor kept" in by_hidden["32"].evidence
 
 def test_without_a_gpu_nothing_is_measured(monkeypatch, tuned):
     monkeypatch.delenv(measure.FAKE_ENV, raising=False)

@@ -72,7 +72,8 @@ def norm_decision(row: dict[str, Any], source: str) -> Decision:
 
 def row(d: Decision, device: str) -> dict[str, Any]:
     """The table row of decision ``d`` (the inverse of :func:`gemm_decision` / :func:`norm_decision`), for
-    ``device`` (the GPU name the row is for).
+    ``device`` (the GPU name the row is for), with ``winner``: the decision's, which decides the row
+    (``providers/triton/gemm_tables.py:lost``).
 
     Raises:
         KeyError: ``d`` lacks the row's signature fields or times.
@@ -80,7 +81,7 @@ def row(d: Decision, device: str) -> dict[str, Any]:
     f = parse_signature(d.signature)
     out: dict[str, Any] = {"device": device, "m": int(f["m"]), "k": int(f["k"]),
                            "ns": [int(n) for n in f["ns"].split("/")], "dtype": f["dtype"],
-                           "config": dict(d.config or {})}
+                           "config": dict(d.config or {}), "winner": d.winner}
     t = d.times_us
     if d.op == NORM_OP:
         out.update(fused_us=t["triton"], pair_us=t["unfolded"])

@@ -14,6 +14,10 @@ device's own store entries (measured here at level 2), which come first and repl
 - RMSNorm prologue rows (op ``rms_norm_gemm``): the tiles of ``benchmarks/ops/bench_norm_gemm_pair.py --tiles``
   (:func:`prologue_config`); ``gemm_knobs.override(norm_table=<file>)`` names a table file instead.
 
+A row read from the store carries its decision's ``winner``, which decides it: the rules that made it (the
+shipped rows' in ``tuning/tables.py``, a measured row's in ``tuning/tuner.py``: its margin and tie rule) are applied
+once, where the decision is made (:func:`lost`). A table file's raw rows have no winner and are compared here.
+
 Each function answers one question from the rows and the device's name; only :func:`load_table` reads (files once
 per path, the store through its own per-file cache) and only :func:`_device_name` asks the driver.
 """
@@ -59,6 +63,14 @@ def load_table(path: str | None = None, op: str = tuning_tables.GEMM_OP) -> list
         except (OSError, ValueError):
             _TABLE_CACHE[path] = []
     return _TABLE_CACHE[path]
+
+
+def lost(row: dict[str, Any], ours: str, theirs: str, margin: float = 0.0) -> bool:
+    """Whether ``row`` says ours loses: its decision's winner is Inductor (a store row), else (a table file's raw
+    row) ``row[ours]`` is not below ``row[theirs] * (1 - margin)`` (us per call)."""
+    if "winner" in row:
+        return row["winner"] == "inductor"
+    return row[ours] >= row[theirs] * (1 - margin)
 
 
 def _store_rows(op: str) -> list[dict]:
@@ -163,7 +175,7 @@ def measured_loss(spec: dict[str, Any], device: str | None = None) -> str | None
     if hi is None:
         return None
     for e in _bucket_entries(entries, m, hi, entries[-1]):
-        if e["ours_us"] >= e["separate_us"]:
+        if lost(e, "ours_us", "separate_us"):
             return (f"measured slower than separate cuBLAS GEMMs on {e['device']} at M={e['m']}: "
                     f"{e['ours_us']:.1f} vs {e['separate_us']:.1f} us ({TABLE_NAME})")
     return None
@@ -198,7 +210,7 @@ def measured_single(spec: dict[str, Any], device: str | None = None) -> str | No
     if not look:
         return single_unmeasured(f"K={k} N={ns[0]} M<={hi} on {device}")
     for e in look:
-        if e["ours_us"] >= e["separate_us"] * (1 - SINGLE_MIN_GAIN):
+        if lost(e, "ours_us", "separate_us", SINGLE_MIN_GAIN):
             return single_slower(f" (by > {SINGLE_MIN_GAIN:.0%}) on {e['device']} at M={e['m']}: "
                                  f"{e['ours_us']:.2f} vs cuBLAS {e['separate_us']:.2f} us ({TABLE_NAME})")
     return None
@@ -232,7 +244,7 @@ def prologue_config(m: int, k: int, ns: tuple[int, ...], dtype: torch.dtype, dev
     """
     path = knobs.current().norm_table
     row = next((e for e in table_entries(k, ns, dtype, device, path, tuning_tables.NORM_OP) if e["m"] >= m), None)
-    if row is None or row["fused_us"] >= row["pair_us"]:
+    if row is None or lost(row, "fused_us", "pair_us"):
         return None
     cfg = Config(**row["config"])
     return cfg if cfg.block_m >= m and prologue_fits(cfg, k) else None
