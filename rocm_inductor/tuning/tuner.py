@@ -218,7 +218,11 @@ def tie_goes_to_ours(op: str, spec: dict[str, Any], kind: str) -> bool:
       GPU without entries gets, and the window's Inductor time did not hold in the step. H200, Llama-3.2-1B-shaped
       step at B = 8 (run 2026-12-04-1838-tuning): the add + RMSNorm tied in its window (Inductor 2.1 vs Triton
       2.1 us), and the Inductor kernels it got back ran 3.0-9.8 us each in the step (15 launches, 107.7 us) where
-      ours ran 1.7-2.1 us (17 launches, 30.7 us in the shipped build): 825.1 vs 743.8 us a step (0.90x).
+      ours ran 1.7-2.1 us (17 launches, 30.7 us in the shipped build): 825.1 vs 743.8 us a step (0.90x). The
+      likely cause is one the window cannot see: Inductor does not store the residual stream but recomputes each
+      sum from the embedding and every earlier layer's o_proj / down outputs until its realize thresholds cut the
+      chain (on CPU its add + RMSNorm kernels of a tiny HF Llama read more inputs layer by layer, with or without
+      our revert; the H200 times rise and fall in that sawtooth), where the window holds one layer's x and r.
     - A merge of two or more GEMMs (:func:`is_merge`): Inductor never merges GEMMs, and the window, which times
       the region alone with inputs rotated past L2, cannot split a tie; the layer bench behind the shipped H200
       entries timed the B = 8 gate/up merge (k=2048, ns=8192/8192) at 22.43 vs cuBLAS 23.25 us where the window
