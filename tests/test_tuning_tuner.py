@@ -138,7 +138,7 @@ def test_inductor_winning_leaves_the_region_alone(monkeypatch, tuned):
 
 def test_a_norm_tie_goes_to_our_kernel_above_the_size_policy(monkeypatch, tuned):
     """Within MIN_GAIN (a tie) an RMSNorm at or above ``policy.NORM_MIN_HIDDEN`` keeps our kernel, the level-1
-    default (``tuner.tie_goes_to_ours``); below it (per-head sized) the tie goes to Inductor."""
+    default (``tuner.tie_band``); below it (per-head sized) the tie goes to Inductor."""
     monkeypatch.setitem(policy.NORM_MIN_HIDDEN, "cpu", 48)  # Layers: hidden 64 above, the last norm (32) below
     _fake(monkeypatch, "inductor=5,reference=5.01,triton=9")
     torch.manual_seed(0)
