@@ -9,8 +9,6 @@ compile applies the stored (joint) fold decision without measuring.
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 from graph_utils import capture
@@ -135,24 +133,6 @@ def test_which_ties_go_to_the_rewrite():
     assert band("rms_norm_gemm", {"ns": (2048, 512, 512)}, "cuda") == 0
     assert band("rope", {"tokens": 8}, "cuda") == 0
     assert tuner.is_single("merged_gemm", {"ns": (2048,)}) and not tuner.is_single("rms_norm_gemm", {"ns": (8,)})
-
-
-def test_a_store_rows_winner_decides_it_and_a_raw_rows_times_do():
-    """The GEMM provider's refusals read a store row's winner (the tuner's rules, tie rule included), so a tied
-    merge measured slower by 0.2% is not refused later; a table file's raw row (no winner) is compared by time."""
-    from rocm_inductor.providers.triton import gemm_tables
-    from rocm_inductor.tuning import tables
-    from rocm_inductor.tuning.store import Decision
-
-    d = Decision("merged_gemm", "dtype=bfloat16,k=2048,m=8,ns=8192/8192", "triton", {"block_m": 16},
-                 {"triton": 27.35, "inductor": 27.3}, "measured", "tie")
-    row = tables.row(d, "GPU")
-    assert row["winner"] == "triton" and not gemm_tables.lost(row, "ours_us", "separate_us")
-    assert gemm_tables.lost(tables.row(dataclasses.replace(d, winner="inductor"), "GPU"), "ours_us", "separate_us")
-    raw = {k: v for k, v in row.items() if k != "winner"}
-    assert gemm_tables.lost(raw, "ours_us", "separate_us")
-    assert not gemm_tables.lost({**raw, "ours_us": 27.0}, "ours_us", "separate_us")
-    assert gemm_tables.lost({**raw, "ours_us": 27.0}, "ours_us", "separate_us", tables.SINGLE_MIN_GAIN)
 
 
 class TwoNorms(torch.nn.Module):

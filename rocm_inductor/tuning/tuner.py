@@ -280,6 +280,8 @@ def decision_of(op: str, sig: str, res: worker.Result, region: int, neighbours: 
             f"at most {tie_band:.0%} slower than"
         kept = "the rewrite taken (tuner.tie_band)" if banded else "Inductor kept"
         parts.append(f"tie: {best} {ours[best]:.1f}us {within} {base_label} {base:.1f}us, {kept}")
+    elif best is not None and not clear and ours[best] < base:
+        parts.append(f"{best} faster by {1 - ours[best] / base:.1%}, less than the {margin:.0%} margin it needs")
     parts += [f"refused {k}: {v}" for k, v in res.refused.items()]
     return Decision(op, sig, winner, config, times, "measured", "; ".join(parts))
 

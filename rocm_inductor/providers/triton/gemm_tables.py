@@ -66,11 +66,34 @@ def load_table(path: str | None = None, op: str = tuning_tables.GEMM_OP) -> list
 
 
 def lost(row: dict[str, Any], ours: str, theirs: str, margin: float = 0.0) -> bool:
-    """Whether ``row`` says ours loses: its decision's winner is Inductor (a store row), else (a table file's raw
-    row) ``row[ours]`` is not below ``row[theirs] * (1 - margin)`` (us per call)."""
-    if "winner" in row:
-        return row["winner"] == "inductor"
-    return row[ours] >= row[theirs] * (1 - margin)
+    """Whether ``row`` says our Triton kernel loses: its decision's winner is not ``"triton"`` (a store row),
+    or ``row[ours]`` is not below ``row[theirs] * (1 - margin)`` (us per call) where there is no winner (a table
+    file's raw row) or a ``margin`` (a single GEMM's: a store file written before the measured singles needed
+    it holds 1-3% winners)."""
+    if "winner" in row and row["winner"] != "triton":
+        return True
+    if "winner" not in row or margin > 0:
+        return row[ours] >= row[theirs] * (1 - margin)
+    return False
+
+
+def own_bucket_lost(spec: dict[str, Any], margin: float = 0.0) -> bool | None:
+    """For a symbolic-M bucket (``spec["m"]`` None), which has no row (``tuning/tables.py:rows``): whether this
+    device's own store decision for it (measured here at level 2) says our kernel loses, as :func:`lost` reads a
+    row; None when the store has none (or ``m`` is static)."""
+    from ...tuning.store import signature
+
+    if spec.get("m") is not None:
+        return None
+    try:
+        d = default_store().lookup(tuning_device.current(), tuning_tables.GEMM_OP,
+                                   signature(tuning_tables.GEMM_OP, spec))
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
+    if d is None or d.source != "store" or "triton" not in d.times_us or "inductor" not in d.times_us:
+        return None
+    return lost({"winner": d.winner, "ours": d.times_us["triton"], "theirs": d.times_us["inductor"]},
+                "ours", "theirs", margin)
 
 
 def _store_rows(op: str) -> list[dict]:
@@ -164,6 +187,10 @@ def measured_loss(spec: dict[str, Any], device: str | None = None) -> str | None
         return None
     entries = table_entries(k, tuple(ns), dt, device)
     if not entries:
+        own = own_bucket_lost(spec)  # measured here at level 2, read back at level 1
+        if own is not None:
+            return None if not own else (f"measured slower than separate cuBLAS GEMMs on {device} for "
+                                         f"M <= {spec.get('m_upper')} ({TABLE_NAME})")
         if not knobs.current().unmeasured:
             what = "shape" if any(e.get("device") == device for e in load_table()) else "GPU"
             return Refusal(f"{what} not measured: K={k} N={'/'.join(map(str, ns))} on {device} (a level-2 compile "
@@ -208,6 +235,10 @@ def measured_single(spec: dict[str, Any], device: str | None = None) -> str | No
     entries = table_entries(k, tuple(ns), dt, device)
     look = _bucket_entries(entries, spec.get("m"), hi, None)
     if not look:
+        own = own_bucket_lost(spec, SINGLE_MIN_GAIN) if spec.get("device_type") != "cpu" else None
+        if own is not None:
+            return None if not own else single_slower(f" (by > {SINGLE_MIN_GAIN:.0%}) on {device} for M <= {hi} "
+                                                      f"({TABLE_NAME})")
         return single_unmeasured(f"K={k} N={ns[0]} M<={hi} on {device}")
     for e in look:
         if lost(e, "ours_us", "separate_us", SINGLE_MIN_GAIN):
