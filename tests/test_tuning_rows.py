@@ -89,3 +89,39 @@ def test_a_single_short_of_its_margin_says_so():
     d = tuner.decision_of("merged_gemm", "s", worker.Result("k", {"inductor": 10.0, "triton": 9.75}), 3, 0,
                           margin=tables.SINGLE_MIN_GAIN)
     assert d.winner == "inductor" and "faster by 2.5%, less than the 3% margin" in d.evidence
+
+
+def test_a_symbolic_m_merge_measured_at_level2_is_applied_at_level1(monkeypatch, own):
+    """End to end through ``decide``: level 2 takes the measured (tied) symbolic-M merge with Triton; a later
+    level-1 compile reading the same store chooses Triton too instead of refusing it as "not measured"."""
+    from rocm_inductor import policy
+    from rocm_inductor.options import parse_options
+    from rocm_inductor.passes.context import PassContext
+    from rocm_inductor.platform import PlatformDispatch
+    from rocm_inductor.tuning import decide
+
+    class Pass:
+        tuning_op, ops = "merged_gemm", ("merged_gemm",)
+
+        def tuning_spec(self, *a):
+            return spec
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setitem(policy.PROVIDER_ORDER["cpu"], "merged_gemm", ("triton",))
+    monkeypatch.setattr(gt, "_device_name", lambda: FAKE.name)  # the GPU the spec's tensors live on
+    spec = dict(dtype=torch.bfloat16, k=64, ns=(64, 32), m=None, m_upper=8, count=2,
+                weight_k_contiguous=(True, True), device_type="cuda")
+    measured = _measured(spec, {"inductor": 27.0, "triton:x": 27.1}, tie_band=tuner.tie_band("merged_gemm", spec,
+                                                                                             "cuda"))
+    monkeypatch.setattr(decide, "measure_hook", lambda *a: measured)
+    PlatformDispatch.reset_all()
+    try:
+        ctx2 = PassContext(parse_options({"level": 2}), report=None)
+        ctx2.measuring = True
+        choice = ctx2.choose("merged_gemm", spec)
+        new, d = decide.decide(ctx2, Pass(), None, None, None, choice)
+        assert new is not None and new.provider == "triton" and d.source == "measured"
+        c1 = PassContext(parse_options({"level": 1}), report=None).choose("merged_gemm", spec)
+        assert c1.provider == "triton", c1.why_not
+    finally:
+        PlatformDispatch.reset_all()
