@@ -67,9 +67,11 @@ def _load(target: str, modules: bool = False) -> Any:
 def _unpack(result: Any) -> tuple[Any, tuple, dict[str, Any]]:
     import torch
 
+    shape = "(model_or_step_fn, example_inputs) or (model_or_step_fn, example_inputs, compile_kwargs: dict)"
     if not isinstance(result, (tuple, list)) or len(result) not in (2, 3):
-        raise UsageError("the function must return (model, example_inputs) or (model, example_inputs, "
-                         "compile_kwargs)")
+        raise UsageError(f"the function must return {shape}, got {type(result).__name__}")
+    if len(result) == 3 and not isinstance(result[2], dict):
+        raise UsageError(f"the function must return {shape}; its third item is a {type(result[2]).__name__}")
     model, inputs = result[0], result[1]
     kwargs = dict(result[2]) if len(result) == 3 else {}
     if isinstance(inputs, torch.Tensor) or not isinstance(inputs, (tuple, list)):

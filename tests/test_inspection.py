@@ -260,13 +260,15 @@ def _write_target(tmp_path, body: str) -> str:
     ("{file}", "expected path/to/script.py:function"),
     ("{file}:missing", "has no function 'missing'"),
     ("{file}:needs_args", "must take no arguments"),
-    ("{file}:bad_return", "must return (model, example_inputs)"),
+    ("{file}:bad_return", "must return (model_or_step_fn, example_inputs)"),
+    ("{file}:bad_kwargs", "its third item is a str"),
 ])
 def test_cli_bad_target_exits_2_with_one_line(tmp_path, capsys, target, msg):
     """Issue 17: a bad ``path:function`` exited 1, a function needing arguments gave a raw traceback."""
     from rocm_inductor.__main__ import main
 
-    file = _write_target(tmp_path, "def needs_args(n):\n    return n\n\ndef bad_return():\n    return 1\n")
+    file = _write_target(tmp_path, "def needs_args(n):\n    return n\n\ndef bad_return():\n    return 1\n\n"
+                                   "def bad_kwargs():\n    return print, (1,), 'max-autotune'\n")
     rc = main(["explain", target.format(dir=tmp_path, file=file)])
     err = capsys.readouterr().err
     assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1, err

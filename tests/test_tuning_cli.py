@@ -54,3 +54,16 @@ def test_tune_bad_target_is_a_usage_error(capsys):
     assert main(["tune", "no_such_module_xyz:step"]) == 2
     assert "no such file or module" in capsys.readouterr().err
     assert main(["tune", "nocolon"]) == 2
+
+
+def test_tune_without_a_gpu_says_so_before_compiling(monkeypatch, tmp_path, capsys):
+    """No GPU (and no fake timer): one line says nothing was measured and why, no progress bar, no store."""
+    from rocm_inductor.tuning import measure
+
+    monkeypatch.delenv(measure.FAKE_ENV, raising=False)
+    path = tmp_path / "tiny_step.py"
+    path.write_text(textwrap.dedent(SCRIPT))
+    assert main(["tune", f"{path}:step", "--store", str(tmp_path / "store")]) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("nothing measured: no GPU") and "measuring" not in out.err
+    assert not (tmp_path / "store").exists()

@@ -32,7 +32,7 @@ def progress_display(stream: Any = None) -> Iterator[Any]:
     except ImportError:
         tqdm = None
     if tqdm is not None:
-        bar = tqdm(total=None, unit="window", desc="measuring", file=stream, dynamic_ncols=True)
+        bar = tqdm(total=None, unit="region", desc="measuring", file=stream, dynamic_ncols=True)
 
         def step(text: str) -> None:
             bar.set_postfix_str(text[:60])
@@ -68,7 +68,7 @@ def table(measured: list[Any], skipped: list[tuple[str, str, str]]) -> str:
             seen.add((op, sig))
             out.append(f"not measured: {op} {sig}: {why}")
     if not measured and not skipped:
-        out.append("nothing to measure: every candidate already has a decision in the store (or none was found)")
+        out.append("nothing to measure: every candidate already has a decision in the store, or no pass found one")
     return "\n".join(out)
 
 
@@ -90,6 +90,9 @@ def run(model: Any, inputs: tuple, kwargs: dict[str, Any], options: dict[str, An
 
     if store:
         os.environ[store_mod.ROOT_ENV] = store
+    why = TUNER.available()
+    if why is not None:  # say so before compiling anything: no candidate could be measured
+        return f"nothing measured: {why}; the defaults stay (level 1 reads the shipped entries where they exist)"
     opts = {**options, "level": 2}
     kwargs = {k: v for k, v in kwargs.items() if k != "mode"}
     start = len(TUNER.measured), len(TUNER.skipped)
