@@ -106,7 +106,7 @@ class PlatformDispatch:
                     reasons.append(f"{name}: {why}")
             if not order:
                 reasons.append(f"no provider for {op} on {plat.kind} by default "
-                               "(force one with options={'provider': ...})")
+                               f"(choose one with options={{'providers': {{'{op}': ...}}}})")
             cls._candidates[key] = (tuple(names), tuple(reasons))
         return cls._candidates[key]
 

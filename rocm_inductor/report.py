@@ -336,7 +336,8 @@ class Report(list):
         return cls(GraphReport.from_dict(g) for g in data)
 
     def __str__(self) -> str:
-        return "\n".join(str(g) for g in self) if self else "rocm_fused: no graph compiled"
+        return "\n".join(str(g) for g in self) if self else "rocm_fused: no graph reached our passes (level 0, or "\
+            "nothing was compiled)"
 
 
 _REPORTS = Report()
