@@ -118,7 +118,8 @@ def explain(model_or_fn: Callable[..., Any], *example_inputs: Any, dry_run: bool
         caches are kept.
 
     Raises:
-        ValueError: another ``backend`` was given, or invalid options/mode (from the backend).
+        ValueError: another ``backend`` was given, both ``mode`` and ``options`` (``torch.compile`` refuses them
+            together), or invalid options/mode (from the backend).
         Whatever the model raises when it runs.
     """
     backend = compile_kwargs.pop("backend", "rocm_fused")
@@ -126,6 +127,9 @@ def explain(model_or_fn: Callable[..., Any], *example_inputs: Any, dry_run: bool
         raise ValueError(f"rocm_fused.explain: backend must be 'rocm_fused', got {backend!r}")
     mode = compile_kwargs.pop("mode", None)
     options = compile_kwargs.pop("options", None)
+    if mode is not None and options is not None:  # as torch.compile, so what explain takes compiles too
+        raise ValueError("rocm_fused.explain: pass mode or options, not both (torch.compile refuses both); "
+                         "modes map onto options' levels (README, Options)")
     from .backend import resolve
 
     resolve(mode, options)  # bad options/mode raise ValueError here, not wrapped by Dynamo at the first call

@@ -302,6 +302,8 @@ def test_explain_raises_bad_options_itself_and_names_the_backend():
         explain(torch.sin, torch.ones(2), options={"bogus": 1})
     with pytest.raises(ValueError, match="unknown mode"):
         explain(torch.sin, torch.ones(2), mode="fast")
+    with pytest.raises(ValueError, match="pass mode or options, not both"):
+        explain(torch.sin, torch.ones(2), mode="max-autotune", options={"level": 2})
     assert _real_backend(None, None).__name__ == "rocm_fused" == _dry_run_backend(None, None).__name__
 
 
