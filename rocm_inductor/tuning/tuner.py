@@ -167,13 +167,14 @@ def launch_configs(op: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def attention_configs(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """Decode attention's (``num_splits``, ``block_n``) grid for a static KV length (``attention.config``'s
-    ``sweep_points``, the grid behind the shipped H200 entries); none for a symbolic one (the store entry or
-    the heuristic runs). The heuristic alone lost 14% in context: Qwen3-0.6B B = 32, 1024 slots, 4 splits +
-    combine 46.8 us per layer against the shipped entry's one split, 40.9 us (H200, run 2026-12-03-1744-tuning)."""
+    """Decode attention's (``num_splits``, ``block_n``) grid for a static batch, query and KV length
+    (``attention.config``'s ``sweep_points``, the grid behind the shipped H200 entries); none for a symbolic one
+    (the launcher reads measured configs of static shapes only: the heuristic or a shipped entry runs). The
+    heuristic alone lost 14% in context: Qwen3-0.6B B = 32, 1024 slots, 4 splits + combine 46.8 us per layer
+    against the shipped entry's one split, 40.9 us (H200, run 2026-12-03-1744-tuning)."""
     lkv = spec.get("kv_len")
-    if not isinstance(lkv, int) or lkv <= 0:
-        return []
+    if not isinstance(lkv, int) or lkv <= 0 or not all(isinstance(spec.get(k), int) for k in ("batch", "q_len")):
+        return []  # a symbolic size: the launcher reads measured configs of static shapes only (config._lookup)
     from ..providers.triton.attention import config as attn_config
 
     return attn_config.sweep_points(lkv)

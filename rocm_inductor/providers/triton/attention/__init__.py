@@ -87,6 +87,7 @@ from .config import (
     one_launch_wanted,
     pick,
     stored_config,
+    variant,
 )
 from .kernels import _combine_kernel, _split_kernel
 
@@ -186,8 +187,9 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
     interp = interpreting()
     sms = INTERP_SMS if interp or q.device.type != "cuda" else config_sms(q.device)
     g = hq // hkv
+    kind = "none" if mask is None else "bool" if mask.dtype == torch.bool else "additive"
     cfg = pick(bsz, hq, hkv, lq, lkv, d, dv, q.dtype, sms, num_splits or FORCE_SPLITS, block_n or FORCE_BLOCK_N,
-               fields=config)
+               fields=config, call=variant(kind, window, sinks is not None, softcap))
     if mask is None:
         mptr, ms, has_mask, mbool, mrow_only = q, (0, 0, 0, 0), False, False, False
     else:

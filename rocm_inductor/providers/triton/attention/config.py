@@ -213,13 +213,44 @@ def _fields(sig: str) -> dict[str, str]:
     return parse_signature(sig)
 
 
+#: Signature fields of a measured entry that must match the call (:func:`variant`): a sliding-window layer and a
+#: full one of the same shape, or layers with and without sinks, a soft cap or a mask, are measured apart.
+VARIANT_KEYS = ("mask_kind", "window", "sinks", "softcap")
+
+
+def variant(mask_kind: str = "none", window: int = 0, sinks: bool = False, softcap: float = 0.0
+            ) -> tuple[tuple[str, str], ...]:
+    """A call's :data:`VARIANT_KEYS` as the store signature writes them (``ops/attention.py:attention_spec``):
+    ``mask_kind`` ``"none"`` / ``"bool"`` / ``"additive"``, ``window`` in slots, sinks present, ``softcap``."""
+    return (("mask_kind", mask_kind), ("window", str(int(window))), ("sinks", "1" if sinks else "0"),
+            ("softcap", str(float(softcap))))
+
+
+def _entry_variant(f: dict[str, str]) -> dict[str, str]:
+    """The :data:`VARIANT_KEYS` an entry's signature fields carry (a shipped sweep entry carries none)."""
+    out = {}
+    if "mask_kind" in f:
+        out["mask_kind"] = f["mask_kind"]
+    if "window" in f:
+        out["window"] = f["window"]
+    if "sinks_dtype" in f:
+        out["sinks"] = "0" if f["sinks_dtype"] in ("?", "None") else "1"
+    if "softcap" in f:
+        try:
+            out["softcap"] = str(float(f["softcap"]))
+        except ValueError:
+            out["softcap"] = f["softcap"]
+    return out
+
+
 @functools.lru_cache(maxsize=256)
 def _lookup(key: Any, mtime: Any, dtype: str, hq: int, hkv: int, lq: int, d: int, dv: int, b: int,
-            lkv: int) -> tuple[dict, str] | None:
+            lkv: int, call: tuple[tuple[str, str], ...] | None = None) -> tuple[dict, str] | None:
     from ....tuning.store import default_store
 
     fixed = {"dtype": dtype, "num_q_heads": str(hq), "num_kv_heads": str(hkv), "q_len": str(lq),
              "head_dim": str(d), "v_head_dim": str(dv)}
+    want = dict(call or ())
     best = None
     for dec in default_store().entries(key, STORE_OP):
         f = _fields(dec.signature)
@@ -229,8 +260,11 @@ def _lookup(key: Any, mtime: Any, dtype: str, hq: int, hkv: int, lq: int, d: int
             eb, el = int(f["batch"]), int(f["kv_len"])
         except (KeyError, ValueError):
             continue
+        own = dec.source == "store"
+        if own and (eb != b or el != lkv or any(want.get(k, v) != v for k, v in _entry_variant(f).items())):
+            continue  # a measured entry applies to the call it measured: its batch, cache length and variant
         # the nearest measured batch, then cache length: the smallest >= ours, else the largest below
-        rank = (eb < b, abs(eb - b), el < lkv, abs(el - lkv), dec.source != "store")
+        rank = (eb < b, abs(eb - b), el < lkv, abs(el - lkv), not own)
         if best is None or rank < best[0]:
             best = (rank, dec)
     if best is None:
@@ -241,10 +275,12 @@ def _lookup(key: Any, mtime: Any, dtype: str, hq: int, hkv: int, lq: int, d: int
 
 
 def stored_config(dtype: torch.dtype, hq: int, hkv: int, lq: int, d: int, dv: int, b: int, lkv: int,
-                  device_type: str = "cuda") -> tuple[dict, str] | None:
-    """The store's config for this shape on the current device (this device's entries first, then its GPU model's
-    shipped ones): among the entries of the same dtype, heads, query length and head dims won by ``triton``, the
-    one of the nearest measured batch (the smallest >= ``b``, else the largest), then cache length.
+                  device_type: str = "cuda", call: tuple[tuple[str, str], ...] | None = None
+                  ) -> tuple[dict, str] | None:
+    """The store's config for this shape on the current device: this device's own (measured) entry of exactly
+    this batch, cache length and call variant (``call``: :func:`variant`; None matches any), else among its GPU
+    model's shipped entries (the sweep grid) of the same dtype, heads, query length and head dims won by
+    ``triton``, the one of the nearest measured batch (the smallest >= ``b``, else the largest), then cache length.
 
     Returns:
         ``(config, "<source>: <signature>")`` with the :data:`CONFIG_KEYS` it sets, or None (no entry; on CPU the
@@ -260,7 +296,7 @@ def stored_config(dtype: torch.dtype, hq: int, hkv: int, lq: int, d: int, dv: in
     except OSError:
         mtime = None
     dt = str(dtype).replace("torch.", "")
-    return _lookup(key, mtime, dt, hq, hkv, lq, d, dv, b, lkv)
+    return _lookup(key, mtime, dt, hq, hkv, lq, d, dv, b, lkv, call)
 
 
 def one_launch_wanted(cfg_value: Any, override: bool | None = None) -> bool:
@@ -277,10 +313,12 @@ def one_launch_wanted(cfg_value: Any, override: bool | None = None) -> bool:
 
 def pick(b: int, hq: int, hkv: int, lq: int, lkv: int, d: int, dv: int, dtype: torch.dtype, sms: int,
          num_splits: int | None = None, block_n: int | None = None, use_store: bool = True,
-         rocm: bool | None = None, fields: dict | None = None) -> dict[str, Any]:
+         rocm: bool | None = None, fields: dict | None = None,
+         call: tuple[tuple[str, str], ...] | None = None) -> dict[str, Any]:
     """The launch config of one call: :func:`launch_config` with the store entry's fields (module docstring),
     explicit ``num_splits`` / ``block_n`` winning over both. ``fields`` (:data:`CONFIG_KEYS`, a benchmark's
-    sweep point) replaces the store entry; ``use_store=False`` (the interpreter) skips the store.
+    sweep point) replaces the store entry; ``use_store=False`` (the interpreter) skips the store; ``call`` is the
+    call's :func:`variant` (None: any measured entry of the shape matches).
 
     Returns:
         :func:`launch_config`'s dict plus ``num_stages`` (None: Triton's default), ``one_launch`` (the config's,
@@ -290,7 +328,7 @@ def pick(b: int, hq: int, hkv: int, lq: int, lkv: int, d: int, dv: int, dtype: t
     if fields is not None:
         stored = ({k: v for k, v in fields.items() if k in CONFIG_KEYS}, "given")
     else:
-        stored = stored_config(dtype, hq, hkv, lq, d, dv, b, lkv) if use_store else None
+        stored = stored_config(dtype, hq, hkv, lq, d, dv, b, lkv, call=call) if use_store else None
     cfg_in, source = stored if stored is not None else ({}, "heuristic")
     ns = num_splits or cfg_in.get("num_splits")
     bn = block_n or cfg_in.get("block_n")
