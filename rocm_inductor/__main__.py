@@ -2,8 +2,8 @@
 ``python -m rocm_inductor tune SCRIPT_OR_MODULE:function [--store DIR]`` (``rocm_inductor/tuning/cli.py``: measure
 the function's level-2 decisions on this GPU ahead of time and print them; the same convention for the function).
 
-``function`` is called with no arguments and returns ``(model_or_fn, example_inputs)`` or
-``(model_or_fn, example_inputs, compile_kwargs)``: ``example_inputs`` is a tuple/list of positional
+``function`` is called with no arguments and returns ``(model_or_step_fn, example_inputs)`` or
+``(model_or_step_fn, example_inputs, compile_kwargs)``: ``example_inputs`` is a tuple/list of positional
 arguments (a single tensor is taken as one argument), ``compile_kwargs`` a dict of ``torch.compile``
 keywords (``options=``, ``mode=``, ``dynamic=``). The script is imported as a module (its
 ``if __name__ == "__main__":`` block does not run). The report of that compile is printed as a table, or
@@ -69,7 +69,9 @@ def _unpack(result: Any) -> tuple[Any, tuple, dict[str, Any]]:
 
     shape = "(model_or_step_fn, example_inputs) or (model_or_step_fn, example_inputs, compile_kwargs: dict)"
     if not isinstance(result, (tuple, list)) or len(result) not in (2, 3):
-        raise UsageError(f"the function must return {shape}, got {type(result).__name__}")
+        what = f"a {len(result)}-item {type(result).__name__}" if isinstance(result, (tuple, list)) else \
+            type(result).__name__
+        raise UsageError(f"the function must return {shape}, got {what}")
     if len(result) == 3 and not isinstance(result[2], dict):
         raise UsageError(f"the function must return {shape}; its third item is a {type(result[2]).__name__}")
     model, inputs = result[0], result[1]
@@ -84,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rocm_inductor")
     sub = parser.add_subparsers(dest="command", required=True)
     ex = sub.add_parser("explain", help="compile a script's model with rocm_fused and print what it did")
-    ex.add_argument("target", help="path/to/script.py:function; the function returns (model, example_inputs"
-                                   "[, compile_kwargs])")
+    ex.add_argument("target", help="path/to/script.py:function; the function returns (model_or_step_fn, "
+                                   "example_inputs[, compile_kwargs])")
     ex.add_argument("--options", default=None, help='JSON dict of rocm_fused options, e.g. \'{"level": 2}\'')
     ex.add_argument("--provider", default=None, help="force one provider (reference, triton, ...)")
     ex.add_argument("--mode", default=None, help="torch.compile mode (e.g. max-autotune)")
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--json", action="store_true", help="print the report as JSON")
     tu = sub.add_parser("tune", help="measure a step function's level-2 decisions on this GPU and store them")
     tu.add_argument("target", help="path/to/script.py:function or package.module:function; the function returns "
-                                   "(step_fn, example_args[, compile_kwargs])")
+                                   "(model_or_step_fn, example_inputs[, compile_kwargs])")
     tu.add_argument("--options", default=None, help="JSON dict of rocm_fused options (level is set to 2)")
     tu.add_argument("--store", default=None, help="decision store directory (default: in Inductor's cache dir)")
     tu.add_argument("--full-compile", action="store_true", help="the whole compile, not only our passes")

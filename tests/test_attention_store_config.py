@@ -49,16 +49,17 @@ def test_a_sliding_window_layer_and_a_full_layer_keep_their_own_configs(st):
     """GPT-OSS / Gemma style alternating layers of one shape: each runs the config measured for it."""
     _record(st, _spec(), 16, 64)
     _record(st, _spec(window=128), 1, 128)
-    assert _pick(call=ac.variant("none", 128))[:2] == (1, 128)
-    assert _pick(call=ac.variant("none", 0))[:2] == (16, 64)
-    assert _pick(call=ac.variant("bool", 0))[2] == "heuristic"  # no entry measured with a mask
-    assert _pick(call=ac.variant("none", 0, sinks=True))[2] == "heuristic"
+    assert _pick(call=ac.variant("none", 128, positions=True))[:2] == (1, 128)
+    assert _pick(call=ac.variant("none", 0, positions=True))[:2] == (16, 64)
+    assert _pick(call=ac.variant("bool", 0, positions=True))[2] == "heuristic"  # no entry measured with a mask
+    assert _pick(call=ac.variant("none", 0, sinks=True, positions=True))[2] == "heuristic"
+    assert _pick(call=ac.variant("none", 0))[2] == "heuristic"  # measured with positions, called without
 
 
 def test_a_measured_entry_is_not_borrowed_by_another_batch(st):
     _record(st, _spec(batch=32), 1, 128)
-    assert _pick(b=32, call=ac.variant())[:2] == (1, 128)
-    assert _pick(b=1, call=ac.variant())[2] == "heuristic"  # was the B = 32 entry's 1 split
+    assert _pick(b=32, call=ac.variant(positions=True))[:2] == (1, 128)
+    assert _pick(b=1, call=ac.variant(positions=True))[2] == "heuristic"  # was the B = 32 entry's 1 split
 
 
 def test_a_symbolic_batch_or_query_length_gets_no_launch_config_candidates():

@@ -73,9 +73,9 @@ def test_fold_taken_although_the_norm_alone_loses_and_level1_applies_it(monkeypa
 
 
 def test_norm_reverted_to_inductor_when_the_fold_loses(monkeypatch, joint):
-    """19 us beats the unfolded pair (20) but not Inductor's norm + merged GEMM (15): Inductor's norm nodes come
-    back (the graph still runs: ``dry_run`` executes it), the merge stays, both near-misses say why. The add +
-    norm and the plain norm (no residual: ``rms_norm``)."""
+    """19 us beats the unfolded pair (20) but not Inductor's norm + merged GEMM (15 for the add + norm, 18 for the
+    plain norm): Inductor's norm nodes come back (the graph still runs: ``dry_run`` executes it), the merge stays,
+    both near-misses say why. The add + norm and the plain norm (no residual: ``rms_norm``)."""
     st, mod, x, r = joint
     _fake(monkeypatch, NORM_TIMES + ",rms_norm_gemm/reference=19")
     for m in (mod, PreNormQKV(residual=False).eval()):
@@ -89,10 +89,10 @@ def test_norm_reverted_to_inductor_when_the_fold_loses(monkeypatch, joint):
     assert d.winner == "inductor" and "joint" in d.evidence
 
 
-def test_a_tie_keeps_the_conservative_choice_and_says_so():
+def test_ties_bands_and_margins_decide_and_say_so():
     """Within ``tuner.MIN_GAIN`` either way a region stays with Inductor and the evidence says "tie"; a clear win
-    is no tie. With a ``tie_band`` (``tuner.tie_band``: the RMSNorms above the size policy and merges of two or more
-    GEMMs, what a GPU without entries gets at level 1; wider for the add + RMSNorm) ours wins up to that much slower.
+    is no tie. With a ``tie_band`` (``tuner.tie_band``: the RMSNorms above the size policy, the level-1 default, wider
+    for the add + RMSNorm; merges of two or more GEMMs, which Inductor never makes) ours wins up to that much slower.
     A single GEMM needs ``tables.SINGLE_MIN_GAIN``, as the shipped singles do."""
     from rocm_inductor.tuning import tables, tuner, worker
 

@@ -148,6 +148,7 @@ def test_a_norm_tie_goes_to_our_kernel_above_the_size_policy(monkeypatch, tuned)
     assert by_hidden["64"].winner == "reference" and "the rewrite taken" in by_hidden["64"].evidence
     assert by_hidden["32"].winner == "inductor" and "Inductor kept" in by_hidden["32"].evidence
 
+
 def test_without_a_gpu_nothing_is_measured(monkeypatch, tuned):
     monkeypatch.delenv(measure.FAKE_ENV, raising=False)
     worker.reset()

@@ -113,7 +113,8 @@ def _call(op: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def redecompose(graph: Graph) -> int:
-    """Rewrite the M = 1 / N = 1 ``mm`` / ``bmm`` nodes of ``graph`` into Inductor's decomposition, when
+    """Rewrite the M = 1 / N = 1 ``mm`` / ``bmm`` nodes of ``graph`` (outer products, K == 1, excepted) into
+    Inductor's decomposition, when
     coordinate-descent tuning is on (see module docstring); returns how many were rewritten.
 
     Raises:

@@ -74,7 +74,8 @@ def table(measured: list[Any], skipped: list[tuple[str, str, str]]) -> str:
 
 def run(model: Any, inputs: tuple, kwargs: dict[str, Any], options: dict[str, Any], store: str | None,
         full: bool) -> str:
-    """Compile ``model`` at level 2 on ``inputs`` with the tuner installed; return the decisions' table.
+    """Compile ``model`` at level 2 on ``inputs`` with the tuner installed; return the decisions' table, or,
+    where ``TUNER.available()`` says this process cannot time (no GPU), one line saying why, without compiling.
 
     Args:
         model / inputs / kwargs: what the target function returned; options: rocm_fused options merged over the

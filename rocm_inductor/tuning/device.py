@@ -14,6 +14,7 @@ import functools
 import hashlib
 import importlib.metadata
 import importlib.util
+import sys
 from collections.abc import Iterator
 
 import torch
@@ -71,7 +72,11 @@ def _triton_version() -> str:
 def _providers() -> tuple[tuple[str, str], ...]:
     out = []
     for prov, mod, dists in _PROVIDER_DISTS:
-        if importlib.util.find_spec(mod) is None:
+        try:
+            found = importlib.util.find_spec(mod) is not None
+        except (ImportError, ValueError):  # a module in sys.modules without __spec__ (a stand-in, a shim)
+            found = mod in sys.modules
+        if not found:
             continue
         for dist in dists:
             try:

@@ -43,7 +43,8 @@ CONFIGS_ENV = "ROCM_FUSED_TUNE_GEMM_CONFIGS"
 #: How much faster than the baseline ours must be to win: within it the default (no extern op, Inductor free to
 #: fuse) is kept. A margin for the timer's noise, not a measured threshold. It is also the tie rule: a candidate
 #: within ``MIN_GAIN`` of the baseline either way is a tie, and a tie goes to Inductor (said so in the evidence,
-#: "tie") except where :func:`tie_band` says the rewrite is what a GPU without entries gets anyway. The
+#: "tie") except where :func:`tie_band` gives the rewrite the tie (RMSNorms: the level-1 default; merges: Inductor
+#: never merges GEMMs and the window cannot split their tie). The
 #: shipped entries are deliberately not consulted on a tie: with them enabled the store returns them before
 #: anything is measured, and with ``ROCM_FUSED_TUNING_SHIPPED=0`` (the from-empty run, the stand-in for a GPU
 #: without shipped entries) a tie broken by the H200 tables would overstate what such a GPU gets.
@@ -236,7 +237,8 @@ def tie_band(op: str, spec: dict[str, Any], kind: str) -> float:
       window, which times the region alone with inputs rotated past L2, cannot split a tie; the layer bench behind
       the shipped H200 entries timed the B = 8 gate/up merge (k=2048, ns=8192/8192) at 22.43 vs cuBLAS 23.25 us
       where the window tied (Inductor 26.8-27.3 vs Triton 27.1-27.3 us).
-    - 0 for every other op (single GEMMs, folds, RoPE, the gate, attention) and for norms of a symbolic size.
+    - 0 for every other op (single GEMMs, folds, RoPE, the gate, attention) and for norms below
+      ``policy.NORM_MIN_HIDDEN`` or of a symbolic size.
     """
     if op in NORM_OPS:
         from ..policy import NORM_MIN_HIDDEN

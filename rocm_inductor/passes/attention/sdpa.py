@@ -77,7 +77,7 @@ def sdpa_candidate(sdpa: Node) -> Attention:
     if a.get("is_causal") and not (isinstance(q, torch.Tensor) and q.ndim == 4 and known_equal(q.shape[2], 1)
                                    and isinstance(k, torch.Tensor) and k.ndim == 4 and known_equal(k.shape[2], 1)):
         raise Miss("is_causal=True: SDPA's causal mask is top-left aligned (query i sees keys 0..i), not a "
-                   "decode over a cache: a prefill, left to Inductor")
+                   "decode over a cache: left to Inductor (a prefill; for a decode, pass the mask)")
     mask_node = a.get("attn_mask", a.get("attn_bias"))
     return Attention(sdpa, tuple_out, a["query"], a["key"], a["value"], mask_source(mask_node), a.get("scale"),
                      SDPA_TARGETS[sdpa.target])

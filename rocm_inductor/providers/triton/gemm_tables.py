@@ -177,7 +177,8 @@ def measured_loss(spec: dict[str, Any], device: str | None = None) -> str | None
     ``m_upper`` (a bucket is taken only if ours wins at every M it may run). On a GPU the table has entries
     for, a shape it has none for is refused too ("not measured"), and so is every shape on a GPU the table
     has no entry for (the pass's default is on for CUDA only where it measured faster), unless
-    ``ROCM_FUSED_GEMM_UNMEASURED=1`` (then the first call tunes it). CPU / the interpreter refuse nothing.
+    ``ROCM_FUSED_GEMM_UNMEASURED=1`` (then the first call tunes it). CPU / the interpreter refuse nothing. A
+    symbolic-M bucket without rows is decided by this device's own store decision (:func:`own_bucket_lost`).
     """
     k, ns, dt = spec.get("k"), spec.get("ns"), spec.get("dtype")
     if k is None or ns is None or None in ns:
@@ -221,7 +222,8 @@ def measured_single(spec: dict[str, Any], device: str | None = None) -> str | No
     symbolic M: every entry up to the one covering ``m_upper``) and ours beat cuBLAS by more than
     :data:`SINGLE_MIN_GAIN` in each. Never "unmeasured" (``ROCM_FUSED_GEMM_UNMEASURED`` does not apply),
     on CPU / the interpreter too, where the device is ``"cpu"`` (a table passed in through
-    ``ROCM_FUSED_GEMM_TABLE``, as the sweep's ``--device cpu`` writes it).
+    ``ROCM_FUSED_GEMM_TABLE``, as the sweep's ``--device cpu`` writes it). A symbolic-M bucket without rows
+    is decided by this device's own store decision (:func:`own_bucket_lost`).
 
     Returns:
         None (take it), or a typed refusal (``providers/_gemm_limits.py``): measured slower (numbers

@@ -96,7 +96,7 @@ __all__ = ["CONFIG_KEYS", "INPUT_DTYPES", "MASK_DTYPES", "MAX_COUNTERS", "MAX_HE
            "combine_warps", "decode_attention", "launch_config", "one_launch_wanted", "pick", "stored_config",
            "_combine_kernel", "_split_kernel"]
 
-#: Tests only: force this many splits / this BLOCK_N (exercise the split path under the interpreter).
+#: Tests and the level-2 tuner (``tuning/worker.py:forced_config``): force this many splits / this BLOCK_N.
 FORCE_SPLITS: int | None = None
 FORCE_BLOCK_N: int | None = None
 #: SM count used under the interpreter (CPU tests): small, so the default there is one split.
@@ -189,7 +189,7 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
     g = hq // hkv
     kind = "none" if mask is None else "bool" if mask.dtype == torch.bool else "additive"
     cfg = pick(bsz, hq, hkv, lq, lkv, d, dv, q.dtype, sms, num_splits or FORCE_SPLITS, block_n or FORCE_BLOCK_N,
-               fields=config, call=variant(kind, window, sinks is not None, softcap))
+               fields=config, call=variant(kind, window, sinks is not None, softcap, positions is not None))
     if mask is None:
         mptr, ms, has_mask, mbool, mrow_only = q, (0, 0, 0, 0), False, False, False
     else:

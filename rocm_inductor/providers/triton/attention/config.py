@@ -1,9 +1,10 @@
 """Launch configuration of the Triton decode attention: the provider's limits, the block sizes, the split heuristic,
 the measured configs of the tuning store (op ``decode_attention``) and the one-launch switch.
 
-Order of a launch's config (:func:`pick`): an explicit override (tests, the benchmark's sweep), else this device's
-or the shipped tuning-store entry of the shape (``tuning/shipped/<gpu>.json``, op ``decode_attention``, nearest
-measured batch and cache length: :func:`stored_config`), else :func:`launch_config`'s heuristic. The one-launch
+Order of a launch's config (:func:`pick`): an explicit override (tests, the benchmark's sweep, the level-2 tuner),
+else this device's measured entry of exactly this call (batch, cache length, :func:`variant`), else the shipped
+entry of the nearest measured batch and cache length (``tuning/shipped/<gpu>.json``, op ``decode_attention``:
+:func:`stored_config`), else :func:`launch_config`'s heuristic. The one-launch
 form (the last split program of a tile combines the partials, ``kernels.py``) is on where the config says
 ``one_launch`` (a store entry, or :data:`ONE_LAUNCH_DEFAULT`), unless ``ROCM_FUSED_ATTN_ONE_LAUNCH`` says
 otherwise (``0``: never, ``1``: wherever it is safe: :func:`one_launch_wanted`).
@@ -214,16 +215,18 @@ def _fields(sig: str) -> dict[str, str]:
 
 
 #: Signature fields of a measured entry that must match the call (:func:`variant`): a sliding-window layer and a
-#: full one of the same shape, or layers with and without sinks, a soft cap or a mask, are measured apart.
-VARIANT_KEYS = ("mask_kind", "window", "sinks", "softcap")
+#: full one of the same shape, or layers with and without sinks, positions (the causal mask in the op), a soft cap
+#: or a mask, are measured apart.
+VARIANT_KEYS = ("mask_kind", "window", "sinks", "positions", "softcap")
 
 
-def variant(mask_kind: str = "none", window: int = 0, sinks: bool = False, softcap: float = 0.0
-            ) -> tuple[tuple[str, str], ...]:
+def variant(mask_kind: str = "none", window: int = 0, sinks: bool = False, softcap: float = 0.0,
+            positions: bool = False) -> tuple[tuple[str, str], ...]:
     """A call's :data:`VARIANT_KEYS` as the store signature writes them (``ops/attention.py:attention_spec``):
-    ``mask_kind`` ``"none"`` / ``"bool"`` / ``"additive"``, ``window`` in slots, sinks present, ``softcap``."""
+    ``mask_kind`` ``"none"`` / ``"bool"`` / ``"additive"``, ``window`` in slots, sinks present, positions present,
+    ``softcap``."""
     return (("mask_kind", mask_kind), ("window", str(int(window))), ("sinks", "1" if sinks else "0"),
-            ("softcap", str(float(softcap))))
+            ("positions", "1" if positions else "0"), ("softcap", str(float(softcap))))
 
 
 def _entry_variant(f: dict[str, str]) -> dict[str, str]:
@@ -235,6 +238,8 @@ def _entry_variant(f: dict[str, str]) -> dict[str, str]:
         out["window"] = f["window"]
     if "sinks_dtype" in f:
         out["sinks"] = "0" if f["sinks_dtype"] in ("?", "None") else "1"
+    if "positions_dtype" in f:
+        out["positions"] = "0" if f["positions_dtype"] in ("?", "None") else "1"
     if "softcap" in f:
         try:
             out["softcap"] = str(float(f["softcap"]))
