@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_tuning_tuner import FAKE
 
 from rocm_inductor.providers.triton.attention import config as ac
 from rocm_inductor.tuning import device, store, tuner
-
-FAKE = device.DeviceKey("Fake GPU", "sm_00", 4, "torch-x", "triton-y")
 
 
 def _spec(**kw):

@@ -9,13 +9,13 @@ import dataclasses
 
 import pytest
 import torch
+from test_tuning_tuner import FAKE
 
 from rocm_inductor.providers.triton import gemm_configs as gc
 from rocm_inductor.providers.triton import gemm_tables as gt
 from rocm_inductor.tuning import device, store, tables, tuner, worker
 from rocm_inductor.tuning.store import Decision
 
-FAKE = device.DeviceKey("Fake GPU", "sm_00", 4, "torch-x", "triton-y")
 CFG = dataclasses.asdict(gc.Config(16, 16, 64, 1, 4, 3, True))
 
 

@@ -114,8 +114,8 @@ def _call(op: Callable[..., Any]) -> Callable[..., Any]:
 
 def redecompose(graph: Graph) -> int:
     """Rewrite the M = 1 / N = 1 ``mm`` / ``bmm`` nodes of ``graph`` (outer products, K == 1, excepted) into
-    Inductor's decomposition, when
-    coordinate-descent tuning is on (see module docstring); returns how many were rewritten.
+    Inductor's decomposition, when coordinate-descent tuning is on (see module docstring); returns how many were
+    rewritten.
 
     Raises:
         Whatever tracing the decomposition raises (the pass manager's fail-safe catches it).

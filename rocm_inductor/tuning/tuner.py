@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..platform import PlatformDispatch
+from ..policy import NORM_MIN_HIDDEN
 from ..providers import get_provider
 from ..refusal import NOT_MEASURED, kind_of
 from . import decide, measure, tables, worker
@@ -241,8 +242,6 @@ def tie_band(op: str, spec: dict[str, Any], kind: str) -> float:
       ``policy.NORM_MIN_HIDDEN`` or of a symbolic size.
     """
     if op in NORM_OPS:
-        from ..policy import NORM_MIN_HIDDEN
-
         h = spec.get("hidden")
         if not isinstance(h, int) or h < NORM_MIN_HIDDEN.get(kind, 0):
             return 0.0
