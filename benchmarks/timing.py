@@ -91,19 +91,35 @@ def write_results(rows: list[dict], out: str, stem: str, title: str, extra: list
     return text
 
 
-def time_call(call: Callable[[], object], reps: int, rounds: int, cuda: bool) -> list[float]:
+def time_call(call: Callable[[], object], reps: int, rounds: int, cuda: bool, queued: bool = False) -> list[float]:
     """Microseconds per call of ``call()``, one value per round of ``reps`` calls, after 3 warm-up calls
     (cudagraph trees record on the 2nd/3rd call). CUDA events around the loop on a GPU, wall clock on CPU.
-    For whole compiled steps, whose own CUDA-graph replay is the thing timed."""
+    For whole compiled steps, whose own CUDA-graph replay is the thing timed.
+
+    ``queued`` (GPU only): each round starts behind a ``torch.cuda._sleep`` longer than the host takes to enqueue
+    the round, so the events time the device executing the queued replays back to back and the host's per-call
+    work (Dynamo guards, cudagraph-tree bookkeeping, the same for every config of one step) and its jitter are
+    out of the number. Without it a step whose host path is near its GPU time reads host noise."""
     import time
 
     for _ in range(3):
         call()
+    sleep_cycles = 0
+    if cuda and queued:
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(reps):
+            call()
+        host_s = time.perf_counter() - t  # an upper bound of the enqueue time (it includes the GPU's)
+        torch.cuda.synchronize()
+        sleep_cycles = int(2 * host_s * 2.5e9)  # twice the host time at a 2.5 GHz upper bound of the SM clock
     out = []
     for _ in range(rounds):
         if cuda:
             torch.cuda.synchronize()
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if sleep_cycles:
+                torch.cuda._sleep(sleep_cycles)
             a.record()
             for _ in range(reps):
                 call()

@@ -189,8 +189,8 @@ def test_gpu_level2_measures_every_tuned_op(monkeypatch, tmp_path):
     worker.reset()
     torch.manual_seed(0)
     model = G.Transformer(G.ModelArgs(n_layer=2)).to("cuda", torch.bfloat16)
-    model.setup_caches(1, 64)
-    model.to("cuda")
+    with torch.device("cuda"):  # as gpt-fast's generate.py: freqs_cis and the mask are plain attributes
+        model.setup_caches(1, 64)
     x, pos = torch.full((1, 1), 7, dtype=torch.int64, device="cuda"), torch.tensor([5], device="cuda")
     (rep,) = explain(lambda a, b: model(a, b), x, pos, dry_run=True, options={"level": 2, "strict": True})
     ops = {m.decision.op for m in tuner.TUNER.measured}

@@ -18,7 +18,9 @@ Compile cost (``tuning_cost.csv``), ``--cost-model`` at B = ``--buckets``' first
   compile_s_level2 = level2_warm; compile_s_level2_tuning = level2_cold - level2_warm;
   compile_s_level1_warm_store = level1_warm - level1_empty
 
-Step time: median over ``--rounds`` rounds of ``--reps`` steps (CUDA events around the replays). Writes
+Step time: median over ``--rounds`` rounds of ``--reps`` steps, CUDA events around replays queued behind a GPU
+sleep (``timing.time_call(queued=True)``: the device's time, the host's per-call work out; ``host_us`` in the run
+log is the same loop without the sleep, which Qwen3 B = 1's host path, near its GPU time, made noisy). Writes
 ``<out>/tuning.csv`` (``model,batch,config,step_us``) and ``<out>/tuning_cost.csv``
 (``model,compile_s_level2,compile_s_level2_tuning,compile_s_level1_warm_store``), keeping the rows of models not
 run this time, appends both to the long files (``run_log``: topics ``tuning`` and ``tuning_cost``, with compile
@@ -36,6 +38,7 @@ import argparse
 import contextlib
 import csv
 import dataclasses
+import gc
 import os
 import pathlib
 import statistics
@@ -77,7 +80,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", default="llama,qwen3", help="families of hf_models.py")
     p.add_argument("--buckets", default="1,8,32", help="decode batch sizes")
-    cli.add_step_args(p, reps=20, rounds=5, budget_s=500.0, layers=8)
+    cli.add_step_args(p, reps=30, rounds=7, budget_s=500.0, layers=8)
     p.add_argument("--configs", default=",".join(CONFIGS),
                    help="step configs to run (a subset re-measures those rows; the file keeps the others)")
     p.add_argument("--cost-model", default="llama", help="the model of tuning_cost.csv ('' skips the cost runs)")
@@ -120,6 +123,7 @@ def run_one(config: str, model, cfg, batch: int, args, store: str) -> dict:
                                                  dtype)
     fn = _compiled(config, step, cuda, store)
     rocm_inductor.clear_reports()
+    kernel_us = None
     launches = _record_gemm_launches() if args.profile else contextlib.nullcontext([])
     with torch.no_grad(), launches as launched:
         with torch._inductor.config.patch(force_disable_caches=True):
@@ -135,18 +139,25 @@ def run_one(config: str, model, cfg, batch: int, args, store: str) -> dict:
             decode._mark()
             return fn(*inputs)
 
-        us = time_call(call, args.reps, args.rounds, cuda)
+        gc.collect()  # the compile's garbage is not collected inside a timing round
+        host_us = time_call(call, args.reps, args.rounds, cuda)
+        us = time_call(call, args.reps, args.rounds, cuda, queued=True)
         if args.profile and cuda:
             from decode_step import breakdown_text, profile_kernels
 
             print(breakdown_text(f"{args.models} B={batch} {config}", profile_kernels(call, cuda)[1], top=24))
-            print(f"kernels of one {config} step in order (us):")
-            for name, k_us in _kernel_sequence(call):
+            seq = _kernel_sequence(call)
+            kernel_us = sum(k_us for _, k_us in seq)
+            print(f"kernels of one {config} step in order (us; {kernel_us:.1f} in all):")
+            for name, k_us in seq:
                 print(f"  {k_us:7.1f}  {name[:100]}")
     for text in sorted(set(launched)):
         print(f"  merged GEMM launch {config} B={batch}: {text}", flush=True)
     row = dict(compile_s=round(compile_s, 1), step_us=round(statistics.median(us), 1),
-               spread_us=round(max(us) - min(us), 1), measured=len(tuner.TUNER.measured))
+               spread_us=round(max(us) - min(us), 1), host_us=round(statistics.median(host_us), 1),
+               measured=len(tuner.TUNER.measured))
+    if kernel_us is not None:
+        row["kernel_us"] = round(kernel_us, 1)  # the kernels' own time in one replay (CUPTI), gaps out
     if config != "inductor":
         row["rewrites"] = decode.rewrites_summary(rocm_inductor.reports())
     if config in MEASURING and (tuner.TUNER.measured or tuner.TUNER.skipped):
@@ -291,7 +302,8 @@ def main(argv=None) -> int:
         observed[config] = time.perf_counter() - t0  # the next run of this config is guessed from this one
         if config in CONFIGS:
             steps.append(dict(model=name, batch=batch, config=config, step_us=row["step_us"]))
-        results.append(dict(model=name, batch=batch, config=config, layers=cfg.num_hidden_layers, **row))
+        results.append(dict(model=name, batch=batch, config=config, layers=cfg.num_hidden_layers,
+                            max_cache_len=args.max_cache_len, **row))
         print(f"[{time.perf_counter() - start:6.0f}s] {name} B={batch} {config} ({time.perf_counter() - t0:.0f} s): "
               f"{row}", flush=True)
         costs = _write(args, models, buckets, steps, compile_s)  # after every run: a timeout keeps what ran
