@@ -71,6 +71,7 @@ TOPICS: dict[str, Topic] = {
     "tuning": Topic(("model", "batch", "config"), ("step_us",)),
     "tuning_cost": Topic(("model",), ("compile_s_level2", "compile_s_level2_tuning", "compile_s_level1_warm_store")),
     "moe_decode": Topic(("model", "batch", "config", "experts"), ("step_us",)),
+    "moe_experts": Topic(("model", "T", "impl"), ("us",)),
     "decode_attention": Topic(("model", "max_cache_len", "batch", "config"), ("step_us",)),
     "attention_layer": Topic(("model", "max_cache_len", "batch", "heuristic"), ("inductor_us", "ours_us")),
     "attention_sweep": Topic(("model", "max_cache_len", "batch", "block_n", "num_splits"), ("us",)),

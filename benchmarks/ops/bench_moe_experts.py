@@ -17,9 +17,9 @@ rather than from the 50 MB L2 (at T = 1 a Qwen3-MoE call reads 75 MB, a GPT-OSS 
 ``of_copy`` its fraction of the device-to-device copy bandwidth measured in the same run. ``err`` is the max
 error relative to the max of eager HF (bf16 GEMMs, ``--experts`` form) on the same inputs.
 
-Writes ``moe_experts.csv`` / ``.md`` under ``--out`` and prints the table. Runtime on an H200 (not yet run; an estimate
-from Inductor's compile of one small region per T, ~5-10 s, and ~2 s of Triton compiles per config and T): about
-30 s per model without ``--sweep``, about 75 s per model with it.
+Writes ``moe_experts.csv`` / ``.md`` under ``--out`` and prints the table. Runtime on an H200: both models
+without ``--sweep`` ran in under 60 s (2026-12-04, run ``2026-12-04-2102-moe_experts``); ``--sweep`` is estimated
+at about 75 s per model (not yet run).
 
 Usage: ``PYTHONPATH=$PWD:$PWD/benchmarks python benchmarks/ops/bench_moe_experts.py --model qwen3_moe,gpt_oss
 --out $OUT [--sweep [all]] [--tokens 1,8,32]``
