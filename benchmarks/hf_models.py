@@ -3,13 +3,20 @@
 Families (full shapes copied from each checkpoint's ``config.json``; ``tiny`` = 2 layers, small dims, for CPU
 smoke tests):
 
-=======  ==========================  ======================================================================
-name     shape of                    what it exercises
-=======  ==========================  ======================================================================
-llama    meta-llama/Llama-3.2-1B     RMSNorm, rotate_half RoPE, GQA 32/8, SiLU MLP, vocab 128256
-qwen3    Qwen/Qwen3-0.6B             + per-head q/k RMSNorm, 28 layers, GQA 16/8, head_dim 128, vocab 151936
-gemma    google/gemma-2b             Gemma's (1 + w) RMSNorm, MQA 8/1, head_dim 256, GeGLU, vocab 256000
-=======  ==========================  ======================================================================
+==========  ==========================  ======================================================================
+name        shape of                    what it exercises
+==========  ==========================  ======================================================================
+llama       meta-llama/Llama-3.2-1B     RMSNorm, rotate_half RoPE, GQA 32/8, SiLU MLP, vocab 128256
+qwen3       Qwen/Qwen3-0.6B             + per-head q/k RMSNorm, 28 layers, GQA 16/8, head_dim 128, vocab 151936
+gemma       google/gemma-2b             Gemma's (1 + w) RMSNorm, MQA 8/1, head_dim 256, GeGLU, vocab 256000
+qwen3_next  Qwen/Qwen3-Next-80B-A3B     its full-attention layer in every layer (no Gated DeltaNet), a dense
+                                        SiLU MLP of its shared expert's width (5120) in place of the MoE: the
+                                        ``attn * sigmoid(gate)`` output gate, (1 + w) RMSNorms incl. per-head
+                                        q/k, RoPE on a quarter of head_dim 256 (rotary_dim 64), GQA 16/2
+==========  ==========================  ======================================================================
+
+``qwen3_next`` is not a checkpoint's layer stack: it is the one HF model whose layers carry the sigmoid output gate
+that fits a decode-step benchmark over ``StaticCache``.
 
 Gemma 3 is left out on purpose: its sliding-window layers keep a Python-int length in ``StaticCache``
 (transformers 5.2x), so a compiled step at a moving position recompiles every call.
@@ -38,6 +45,8 @@ class Family:
     full: dict
     tiny: dict
     source: str
+    #: config keys set per layer from the layer count: key -> fn(num_hidden_layers) -> value
+    per_layer: dict = dataclasses.field(default_factory=dict)
 
 
 _TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -64,6 +73,15 @@ FAMILIES: dict[str, Family] = {
                   tie_word_embeddings=True),
         tiny={**_TINY, "num_key_value_heads": 1, "hidden_activation": "gelu_pytorch_tanh"},
         source="google/gemma-2b"),
+    "qwen3_next": Family(
+        "Qwen3NextConfig", "Qwen3NextForCausalLM",
+        full=dict(hidden_size=2048, intermediate_size=5120, num_hidden_layers=48, num_attention_heads=16,
+                  num_key_value_heads=2, head_dim=256, partial_rotary_factor=0.25, vocab_size=151936,
+                  max_position_embeddings=262144, rope_theta=10000000.0, rms_norm_eps=1e-6,
+                  tie_word_embeddings=False),
+        tiny={**_TINY, "partial_rotary_factor": 0.25},
+        source="Qwen/Qwen3-Next-80B-A3B-Instruct",
+        per_layer={"layer_types": lambda n: ["full_attention"] * n, "mlp_only_layers": lambda n: list(range(n))}),
 }
 
 
@@ -91,6 +109,8 @@ def build_model(family: str, device: str, dtype: torch.dtype, tiny: bool = False
     kw = dict(fam.tiny if tiny else fam.full)
     if layers:
         kw["num_hidden_layers"] = layers
+    for key, fn in fam.per_layer.items():
+        kw[key] = fn(kw["num_hidden_layers"])
     cfg = getattr(transformers, fam.config_cls)(**kw)
     cfg._attn_implementation = "sdpa"
     prev = torch.get_default_dtype()

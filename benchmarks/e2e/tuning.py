@@ -3,7 +3,9 @@
 Models (``--models``, ``hf_models.py``): Llama-3.2-1B- and Qwen3-0.6B-shaped decode steps (random bf16 weights,
 SDPA, ``StaticCache(--max-cache-len)``, one new token per sequence at ``--pos``), ``--layers`` layers for the step
 times (default 8, so both models and three buckets fit one device call: every layer is identical, the per-layer
-kernels and decisions are the 16/28-layer models'), B in ``--buckets``.
+kernels and decisions are the 16/28-layer models'), B in ``--buckets``. ``--models qwen3_next`` adds the one
+family whose layers carry the ``attn * sigmoid(gate)`` output gate (Qwen3-Next's full-attention layer in every layer,
+a dense MLP), so the gate's level-2 decision is measured in a step.
 
 Configs, each a cold compile (``torch._dynamo.reset()``, Inductor caches off) replayed in CUDA graphs:
   inductor          ``torch.compile(step, mode="reduce-overhead")``
