@@ -13,7 +13,10 @@ B=32 at 4096 slots). Configs (``--configs``; both replay CUDA graphs):
 Per cell the step is compiled once; ``sampler=hf`` then compiles HF generate's sampler (T=0.7, top-k 50,
 top-p 0.9, ``tests/sampling_spellings.py``'s ``hf_sampler``) with the same backend and times step + sampler.
 ``kernels``: GPU kernels per step seen by ``torch.profiler`` (CUPTI records the kernels of a CUDA-graph replay;
-memcpy/memset excluded). ``logit_err``: max |logits - eager| / max |eager| on the step's inputs.
+memcpy/memset excluded). ``logit_err``: max |logits - eager| / max |eager| on the step's inputs. ``step_us``: median of
+``--rounds`` rounds of ``--reps`` calls from the host (CUDA events; what a caller of the compiled step waits);
+``device_us``: the same calls queued behind a GPU sleep (``timing.time_call(queued=True)``), the device's time with
+the host's per-call work (Dynamo guards, cudagraph-tree bookkeeping) out.
 
 Writes ``decode_step.md`` and ``decode_step_kernels.md`` (per cell and config without sampler: the kernels that
 take the step's time, launches and CUPTI us per step) under ``--out`` and records the rows in
@@ -57,7 +60,7 @@ import run_log  # noqa: E402  (benchmarks/run_log.py)
 from timing import capture, time_call, versions  # noqa: E402  (benchmarks/timing.py)
 
 COLUMNS = ("model", "batch", "max_cache_len", "sampler", "config", "step_us", "kernels")
-MD_COLUMNS = COLUMNS + ("vs_inductor", "logit_err", "compile_s", "rewrites", "status")
+MD_COLUMNS = COLUMNS + ("device_us", "vs_inductor", "logit_err", "compile_s", "rewrites", "status")
 #: Seconds one compile + timing of a 16-layer step costs before anything is measured (Inductor compiles the
 #: Llama-3.2-1B decode step in ~20-25 s, benchmarks/RESULTS.md "decode"); scaled by the layer count.
 FIRST_GUESS_S = 30.0
@@ -197,9 +200,10 @@ def _run_cell(config: str, step, inputs, ref, sampler, args, extra, cuda: bool) 
             return fn(*inputs)
 
         us = time_call(call, args.reps, args.rounds, cuda)
+        queued = time_call(call, args.reps, args.rounds, cuda, queued=True) if cuda else us
         kernels, per = profile_kernels(call, cuda)
         rows.append(dict(sampler="none", config=config, step_us=round(statistics.median(us), 1),
-                         kernels=kernels, _breakdown=per, **info))
+                         device_us=round(statistics.median(queued), 1), kernels=kernels, _breakdown=per, **info))
         if sampler is None:
             return rows
         _mark()
@@ -224,7 +228,9 @@ def _run_cell(config: str, step, inputs, ref, sampler, args, extra, cuda: bool) 
             return samp(fn(*inputs))
 
         us = time_call(call_sampled, args.reps, args.rounds, cuda)
+        queued = time_call(call_sampled, args.reps, args.rounds, cuda, queued=True) if cuda else us
         rows.append(dict(sampler="hf", config=config, step_us=round(statistics.median(us), 1),
+                         device_us=round(statistics.median(queued), 1),
                          kernels=profile_kernels(call_sampled, cuda)[0], **info))
     return rows
 
@@ -341,7 +347,8 @@ def main(argv=None) -> int:
     (out / "decode_step.md").write_text(f"# {title}\n\n{text}")
     print(text)
     if not args.no_log and not args.tiny:
-        measured = [{**{k: r.get(k, "") for k in (*COLUMNS, "logit_err", "compile_s", "rewrites", "status")},
+        measured = [{**{k: r.get(k, "") for k in (*COLUMNS, "device_us", "logit_err", "compile_s", "rewrites",
+                                                 "status")},
                      **_cut(r, args.layers)} for r in rows if r.get("step_us") not in (None, "")]
         run_log.append_run("decode_step", measured, script="benchmarks/e2e/decode_step.py " + " ".join(
             argv or sys.argv[1:]), what=f"dense decode step ({args.models}), with/without the HF sampler, "
