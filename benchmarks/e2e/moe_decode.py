@@ -13,7 +13,9 @@ sequence at ``--pos`` in a ``StaticCache(--max-cache-len)``, B in ``--batches`` 
   inductor    ``torch.compile(step, mode="reduce-overhead")`` (CUDA graphs)
   rocm_fused  ``backend="rocm_fused", options={"level": 1, "cudagraphs": True, "passes": {"moe_experts": True}}``
               (+ ``moe_routing`` when this build has that pass: the script runs with or without it)
-Step time: median over ``--rounds`` rounds of ``--reps`` replays, CUDA events (``timing.time_call``).
+Step time: median over ``--rounds`` rounds of ``--reps`` replays, CUDA events (``timing.time_call``); ``device_us``
+(markdown and run log): the same replays queued behind a GPU sleep, the device's time without the host's per-call
+work. ``--profile`` prints each config's top kernels per replay (CUPTI).
 
 Writes ``moe_decode.csv`` (columns exactly ``model,batch,config,step_us``; ``--append`` keeps the rows of other
 (model, batch, config) already there) and ``moe_decode.md`` (with vs_inductor, the rewrites, logit_err vs the eager
@@ -55,7 +57,7 @@ from timing import time_call, versions  # noqa: E402  (benchmarks/timing.py)
 
 CONFIGS = ("inductor", "rocm_fused")
 CSV_COLUMNS = ("model", "batch", "config", "step_us")
-MD_COLUMNS = CSV_COLUMNS + ("vs_inductor", "rewrites", "logit_err", "compile_s", "status")
+MD_COLUMNS = CSV_COLUMNS + ("device_us", "vs_inductor", "rewrites", "logit_err", "compile_s", "status")
 #: (config class, model class, checkpoint-shaped kwargs, tiny kwargs, attention implementation, source).
 MODELS = {
     "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
@@ -93,6 +95,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--append", action="store_true", help="keep other rows of an existing moe_decode.csv")
     p.add_argument("--provider", default=None, help="force moe_experts' provider (the CPU smoke: reference)")
     p.add_argument("--no-log", action="store_true", help="do not record the run in results/runs/")
+    p.add_argument("--profile", action="store_true",
+                   help="print each config's top GPU kernels of a replay (torch.profiler): where the step's time goes")
     cli.add_step_args(p, reps=20, rounds=5, budget_s=190.0, layers=4)
     return p.parse_args(argv)
 
@@ -184,6 +188,12 @@ def run_one(config: str, step, inputs, ref: torch.Tensor, layers: int, args, cud
             return fn(*inputs)
 
         us = time_call(call, args.reps, args.rounds, cuda)
+        if cuda:
+            row["device_us"] = round(statistics.median(time_call(call, args.reps, args.rounds, cuda, queued=True)), 1)
+        if args.profile and cuda:
+            from decode_step import breakdown_text, profile_kernels  # benchmarks/e2e, this script's folder
+
+            print(breakdown_text(f"{config} step", profile_kernels(call, cuda)[1], top=30), flush=True)
     row["step_us"] = round(statistics.median(us), 1)
     return row
 
@@ -278,7 +288,8 @@ def main(argv=None) -> int:
              f"{time.perf_counter() - start:.0f} s"]
     print(write(rows, args.out, title, extra, args.append))
     if not args.no_log and not args.tiny:
-        measured = [{k: r.get(k, "") for k in (*CSV_COLUMNS, "rewrites", "logit_err", "compile_s", "status")}
+        measured = [{k: r.get(k, "") for k in (*CSV_COLUMNS, "device_us", "rewrites", "logit_err", "compile_s",
+                                                "status")}
                     for r in rows if r.get("step_us") not in (None, "")]
         command = "benchmarks/e2e/moe_decode.py " + " ".join(argv or sys.argv[1:])
         run_log.append_run("moe_decode", measured, script=command,
