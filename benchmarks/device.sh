@@ -3,7 +3,9 @@
 # Steps: tests (every gpu-marked test), example, norm, rope, gate, sampling, attention, gemm, tp (2 GPUs),
 # decode:MODEL[:CONFIGS]
 # (one model family per device call, e.g. decode:llama or decode:qwen3:rocm_fused_l2), decode-attn
-# (e2e/bench_decode_attention.py, flags from $DATTN_ARGS), tuning (e2e/tuning.py, flags from $TUNING_ARGS); gemm takes its e2e/bench_gemm_levels.py flags from
+# (e2e/bench_decode_attention.py, flags from $DATTN_ARGS), tuning (e2e/tuning.py, flags from $TUNING_ARGS), step
+# (e2e/decode_step.py, $STEP_ARGS), moe (e2e/moe_decode.py, $MOE_ARGS), moe-experts (ops/bench_moe_experts.py,
+# $MOE_EXPERTS_ARGS); step, moe and tuning also copy their run-log rows to $OUT/runs_*.csv; gemm takes its e2e/bench_gemm_levels.py flags from
 # $GEMM_ARGS; decode-gemm (ops/bench_decode_gemm.py) its flags from $DGEMM_ARGS. Results land in $OUT; record
 # them with benchmarks/run_log.py and regenerate RESULTS.md (benchmarks/README.md).
 # Two GPUs (nvidia-h200-x2): install once (no steps), then run two instances with SKIP_INSTALL=1 and
@@ -41,7 +43,18 @@ for step in "$@"; do
     decode-gemm) timeout ${DGEMM_TIMEOUT:-290} python3 benchmarks/ops/bench_decode_gemm.py --out "$OUT" ${DGEMM_ARGS:-} 2>&1 \
              | tee "$OUT/decode_gemm.log" | grep -v -i "warn" | tail -60 ;;
     tuning) timeout ${TUNING_TIMEOUT:-540} python3 benchmarks/e2e/tuning.py --out "$OUT" --budget-s ${TUNING_BUDGET:-470} \
-             ${TUNING_ARGS:-} 2>&1 | tee "$OUT/tuning.log" | grep -v -i "warn" | tail -80 ;;
+             ${TUNING_ARGS:-} 2>&1 | tee "$OUT/tuning.log" | grep -v -i "warn" | tail -80
+             # the run log's rows (the views in $OUT share the names tuning.csv / tuning_cost.csv)
+             cp benchmarks/results/runs/tuning.csv "$OUT/runs_tuning.csv"
+             cp benchmarks/results/runs/tuning_cost.csv "$OUT/runs_tuning_cost.csv" ;;
+    step) timeout ${STEP_TIMEOUT:-560} python3 benchmarks/e2e/decode_step.py --out "$OUT" --budget-s ${STEP_BUDGET:-470} \
+             ${STEP_ARGS:-} 2>&1 | tee "$OUT/decode_step.log" | grep -v -i "warn" | tail -60
+             cp benchmarks/results/runs/decode_step.csv "$OUT/runs_decode_step.csv" ;;
+    moe) timeout ${MOE_TIMEOUT:-560} python3 benchmarks/e2e/moe_decode.py --out "$OUT" --budget-s ${MOE_BUDGET:-470} \
+             ${MOE_ARGS:-} 2>&1 | tee "$OUT/moe_decode.log" | grep -v -i "warn" | tail -60
+             cp benchmarks/results/runs/moe_decode.csv "$OUT/runs_moe_decode.csv" ;;
+    moe-experts) timeout 240 python3 benchmarks/ops/bench_moe_experts.py --out "$OUT" ${MOE_EXPERTS_ARGS:-} 2>&1 \
+             | tee "$OUT/moe_experts.log" | tail -20 ;;
     gemm) timeout ${GEMM_TIMEOUT:-560} python3 benchmarks/e2e/bench_gemm_levels.py --out "$OUT" --budget-s ${GEMM_BUDGET:-420} ${GEMM_ARGS:-} 2>&1 | tail -30 ;;
   esac
 done
