@@ -10,7 +10,7 @@ llama       meta-llama/Llama-3.2-1B     RMSNorm, rotate_half RoPE, GQA 32/8, SiL
 qwen3       Qwen/Qwen3-0.6B             + per-head q/k RMSNorm, 28 layers, GQA 16/8, head_dim 128, vocab 151936
 gemma       google/gemma-2b             Gemma's (1 + w) RMSNorm, MQA 8/1, head_dim 256, GeGLU, vocab 256000
 qwen3_next  Qwen/Qwen3-Next-80B-A3B     its full-attention layer in every layer (no Gated DeltaNet), a dense
-                                        SiLU MLP of its shared expert's width (5120) in place of the MoE: the
+                                        SiLU MLP of its config's intermediate_size (5120) in place of the MoE: the
                                         ``attn * sigmoid(gate)`` output gate, (1 + w) RMSNorms incl. per-head
                                         q/k, RoPE on a quarter of head_dim 256 (rotary_dim 64), GQA 16/2
 ==========  ==========================  ======================================================================

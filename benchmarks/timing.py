@@ -99,7 +99,9 @@ def time_call(call: Callable[[], object], reps: int, rounds: int, cuda: bool, qu
     ``queued`` (GPU only): each round starts behind a ``torch.cuda._sleep`` longer than the host takes to enqueue
     the round, so the events time the device executing the queued replays back to back and the host's per-call
     work (Dynamo guards, cudagraph-tree bookkeeping, the same for every config of one step) and its jitter are
-    out of the number. Without it a step whose host path is near its GPU time reads host noise."""
+    out of the number. Without it a step whose host path is near its GPU time reads host noise. A round whose sleep
+    ended before the host had queued it is timed again behind a sleep twice as long (three times at most; the
+    last try is kept either way)."""
     import time
 
     for _ in range(3):
@@ -110,12 +112,18 @@ def time_call(call: Callable[[], object], reps: int, rounds: int, cuda: bool, qu
         t = time.perf_counter()
         for _ in range(reps):
             call()
-        host_s = time.perf_counter() - t  # an upper bound of the enqueue time (it includes the GPU's)
+        host_s = time.perf_counter() - t  # the host's enqueue time of one round (no sync inside the loop)
         torch.cuda.synchronize()
         sleep_cycles = int(2 * host_s * 2.5e9)  # twice the host time at a 2.5 GHz upper bound of the SM clock
     out = []
     for _ in range(rounds):
-        if cuda:
+        if not cuda:
+            t = time.perf_counter()
+            for _ in range(reps):
+                call()
+            out.append((time.perf_counter() - t) * 1e6 / reps)
+            continue
+        for _attempt in range(4):
             torch.cuda.synchronize()
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             if sleep_cycles:
@@ -123,14 +131,13 @@ def time_call(call: Callable[[], object], reps: int, rounds: int, cuda: bool, qu
             a.record()
             for _ in range(reps):
                 call()
+            late = bool(sleep_cycles) and a.query()  # the sleep ended before the host had queued the round
             b.record()
             torch.cuda.synchronize()
-            out.append(a.elapsed_time(b) * 1e3 / reps)
-        else:
-            t = time.perf_counter()
-            for _ in range(reps):
-                call()
-            out.append((time.perf_counter() - t) * 1e6 / reps)
+            if not late:
+                break
+            sleep_cycles *= 2  # the host slowed down (or blocked): time the round again behind a longer sleep
+        out.append(a.elapsed_time(b) * 1e3 / reps)
     return out
 
 

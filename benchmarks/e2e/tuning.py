@@ -305,7 +305,7 @@ def main(argv=None) -> int:
         if config in CONFIGS:
             steps.append(dict(model=name, batch=batch, config=config, step_us=row["step_us"]))
         results.append(dict(model=name, batch=batch, config=config, layers=cfg.num_hidden_layers,
-                            max_cache_len=args.max_cache_len, **row))
+                            max_cache_len=args.max_cache_len, timing="queued", **row))
         print(f"[{time.perf_counter() - start:6.0f}s] {name} B={batch} {config} ({time.perf_counter() - t0:.0f} s): "
               f"{row}", flush=True)
         costs = _write(args, models, buckets, steps, compile_s)  # after every run: a timeout keeps what ran
