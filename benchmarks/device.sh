@@ -5,7 +5,8 @@
 # (one model family per device call, e.g. decode:llama or decode:qwen3:rocm_fused_l2), decode-attn
 # (e2e/bench_decode_attention.py, flags from $DATTN_ARGS), tuning (e2e/tuning.py, flags from $TUNING_ARGS), step
 # (e2e/decode_step.py, $STEP_ARGS), moe (e2e/moe_decode.py, $MOE_ARGS), moe-experts (ops/bench_moe_experts.py,
-# $MOE_EXPERTS_ARGS); step, moe and tuning also copy their run-log rows to $OUT/runs_*.csv; gemm takes its e2e/bench_gemm_levels.py flags from
+# $MOE_EXPERTS_ARGS); step, moe and tuning also copy the run-log rows they appended to $OUT/runs_*.csv; tests:FILES
+# runs the gpu-marked tests of those files (comma-separated); gemm takes its e2e/bench_gemm_levels.py flags from
 # $GEMM_ARGS; decode-gemm (ops/bench_decode_gemm.py) its flags from $DGEMM_ARGS. Results land in $OUT; record
 # them with benchmarks/run_log.py and regenerate RESULTS.md (benchmarks/README.md).
 # Two GPUs (nvidia-h200-x2): install once (no steps), then run two instances with SKIP_INSTALL=1 and
@@ -19,6 +20,18 @@ fi
 export PYTHONPATH=/tmp/site:$PWD:$PWD/benchmarks
 export FLASHINFER_WORKSPACE_BASE=/tmp PYTHONUNBUFFERED=1 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
+# mark TOPIC... before a run, bring TOPIC... after it: the rows the run appended to results/runs/TOPIC.csv (with the
+# header) go to $OUT/runs_TOPIC.csv; a run that logged nothing brings nothing back
+declare -A LINES
+nlines() { if [ -f "$1" ]; then wc -l < "$1"; else echo 0; fi; }
+mark() { for t in "$@"; do LINES[$t]=$(nlines "benchmarks/results/runs/$t.csv"); done; }
+bring() {
+  for t in "$@"; do
+    local f=benchmarks/results/runs/$t.csv n=${LINES[$t]:-0} m
+    m=$(nlines "$f")
+    if [ "$m" -gt "$n" ]; then { head -1 "$f"; tail -n +$((n + 1)) "$f"; } > "$OUT/runs_$t.csv"; fi
+  done
+}
 python3 -c "import torch, triton, transformers, flashinfer; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__, 'flashinfer', flashinfer.__version__, torch.cuda.get_device_name())"
 for step in "$@"; do
   echo "=== $step $(date +%T)"
@@ -42,20 +55,19 @@ for step in "$@"; do
              benchmarks/ops/bench_tp.py --out "$OUT" 2>&1 | tee "$OUT/tp.log" | grep -v -i "warn" | tail -60 ;;  # 2 GPUs
     decode-gemm) timeout ${DGEMM_TIMEOUT:-290} python3 benchmarks/ops/bench_decode_gemm.py --out "$OUT" ${DGEMM_ARGS:-} 2>&1 \
              | tee "$OUT/decode_gemm.log" | grep -v -i "warn" | tail -60 ;;
-    tuning) timeout ${TUNING_TIMEOUT:-540} python3 benchmarks/e2e/tuning.py --out "$OUT" --budget-s ${TUNING_BUDGET:-470} \
+    tuning) mark tuning tuning_cost; timeout ${TUNING_TIMEOUT:-540} python3 benchmarks/e2e/tuning.py --out "$OUT" --budget-s ${TUNING_BUDGET:-470} \
              ${TUNING_ARGS:-} 2>&1 | tee "$OUT/tuning.log" | grep -v -i "warn" | tail -80
-             # the run log's rows (the views in $OUT share the names tuning.csv / tuning_cost.csv)
-             cp benchmarks/results/runs/tuning.csv "$OUT/runs_tuning.csv"
-             cp benchmarks/results/runs/tuning_cost.csv "$OUT/runs_tuning_cost.csv" ;;
-    step) timeout ${STEP_TIMEOUT:-560} python3 benchmarks/e2e/decode_step.py --out "$OUT" --budget-s ${STEP_BUDGET:-470} \
+             bring tuning tuning_cost ;;  # runs_*: the views in $OUT share the names tuning.csv / tuning_cost.csv
+    step) mark decode_step; timeout ${STEP_TIMEOUT:-560} python3 benchmarks/e2e/decode_step.py --out "$OUT" --budget-s ${STEP_BUDGET:-470} \
              ${STEP_ARGS:-} 2>&1 | tee "$OUT/decode_step.log" | grep -v -i "warn" | tail -60
-             cp benchmarks/results/runs/decode_step.csv "$OUT/runs_decode_step.csv" ;;
-    moe) timeout ${MOE_TIMEOUT:-560} python3 benchmarks/e2e/moe_decode.py --out "$OUT" --budget-s ${MOE_BUDGET:-470} \
+             bring decode_step ;;
+    moe) mark moe_decode; timeout ${MOE_TIMEOUT:-560} python3 benchmarks/e2e/moe_decode.py --out "$OUT" --budget-s ${MOE_BUDGET:-470} \
              ${MOE_ARGS:-} 2>&1 | tee "$OUT/moe_decode.log" | grep -v -i "warn" | tail -60
-             cp benchmarks/results/runs/moe_decode.csv "$OUT/runs_moe_decode.csv" ;;
+             bring moe_decode ;;
     moe-experts) timeout 240 python3 benchmarks/ops/bench_moe_experts.py --out "$OUT" ${MOE_EXPERTS_ARGS:-} 2>&1 \
              | tee "$OUT/moe_experts.log" | tail -20 ;;
     gemm) timeout ${GEMM_TIMEOUT:-560} python3 benchmarks/e2e/bench_gemm_levels.py --out "$OUT" --budget-s ${GEMM_BUDGET:-420} ${GEMM_ARGS:-} 2>&1 | tail -30 ;;
+    *) echo "unknown step $step (see this script's header)"; exit 2 ;;
   esac
 done
 echo "=== done $(date +%T)"

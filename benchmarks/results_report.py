@@ -120,6 +120,13 @@ VIEWS: dict[str, View] = {
                              ("config", str))),
     "decode_gemm.csv": View("decode_gemm", ("model", "batch", "config", "step_us"), {},
                             (("model", str), ("batch", int), ("config", str))),
+    "tuning.csv": View("tuning", ("model", "batch", "config", "step_us"),
+                       {"config": ("inductor", "shipped", "tuned_from_empty"), "layers": ("8",)},
+                       (("batch", int), ("model", str), ("config", str))),
+    "tuning_cost.csv": View("tuning_cost", ("model", "compile_s_level2", "compile_s_level2_tuning",
+                                            "compile_s_level1_warm_store"), {}, (("model", str),)),
+    "moe_decode.csv": View("moe_decode", ("model", "batch", "config", "step_us"), {"experts": ("grouped_mm",)},
+                           newline="\r\n"),
 }
 
 

@@ -200,10 +200,11 @@ def _run_cell(config: str, step, inputs, ref, sampler, args, extra, cuda: bool) 
             return fn(*inputs)
 
         us = time_call(call, args.reps, args.rounds, cuda)
-        queued = time_call(call, args.reps, args.rounds, cuda, queued=True) if cuda else us
+        queued = time_call(call, args.reps, args.rounds, cuda, queued=True) if cuda else None
         kernels, per = profile_kernels(call, cuda)
         rows.append(dict(sampler="none", config=config, step_us=round(statistics.median(us), 1),
-                         device_us=round(statistics.median(queued), 1), kernels=kernels, _breakdown=per, **info))
+                         device_us=round(statistics.median(queued), 1) if queued else "", kernels=kernels,
+                         _breakdown=per, **info))
         if sampler is None:
             return rows
         _mark()
@@ -228,9 +229,9 @@ def _run_cell(config: str, step, inputs, ref, sampler, args, extra, cuda: bool) 
             return samp(fn(*inputs))
 
         us = time_call(call_sampled, args.reps, args.rounds, cuda)
-        queued = time_call(call_sampled, args.reps, args.rounds, cuda, queued=True) if cuda else us
+        queued = time_call(call_sampled, args.reps, args.rounds, cuda, queued=True) if cuda else None
         rows.append(dict(sampler="hf", config=config, step_us=round(statistics.median(us), 1),
-                         device_us=round(statistics.median(queued), 1),
+                         device_us=round(statistics.median(queued), 1) if queued else "",
                          kernels=profile_kernels(call_sampled, cuda)[0], **info))
     return rows
 

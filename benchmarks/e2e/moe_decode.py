@@ -129,8 +129,8 @@ def build(name: str, args, device: str, dtype: torch.dtype):
 
 
 def rocm_options(cuda: bool, provider: str | None = None) -> dict:
-    """rocm_fused's options: level 1, CUDA graphs, moe_experts on (``provider`` forced when given), and
-    moe_routing when this build has it."""
+    """rocm_fused's options: level 1, CUDA graphs, moe_experts on, and moe_routing when this build has it
+    (``provider`` forced on both when given)."""
     from rocm_inductor.registry import PASS_NAMES
 
     passes = {"moe_experts": True}
@@ -138,7 +138,7 @@ def rocm_options(cuda: bool, provider: str | None = None) -> dict:
         passes["moe_routing"] = True
     opts = {"level": 1, "cudagraphs": cuda, "passes": passes}
     if provider:
-        opts["providers"] = {"moe_experts": provider}
+        opts["providers"] = {p: provider for p in passes}
     return opts
 
 
@@ -160,7 +160,7 @@ def rewrites(layers: int) -> tuple[str, bool]:
     return text, ok
 
 
-def run_one(config: str, step, inputs, ref: torch.Tensor, layers: int, args, cuda: bool) -> dict:
+def run_one(config: str, step, inputs, ref: torch.Tensor, layers: int, args, cuda: bool, label: str = "") -> dict:
     """Compile ``step`` as ``config``, check the rewrites, compare with eager, time it."""
     row: dict = {}
     torch._dynamo.reset()
@@ -193,7 +193,7 @@ def run_one(config: str, step, inputs, ref: torch.Tensor, layers: int, args, cud
         if args.profile and cuda:
             from decode_step import breakdown_text, profile_kernels  # benchmarks/e2e, this script's folder
 
-            print(breakdown_text(f"{config} step", profile_kernels(call, cuda)[1], top=30), flush=True)
+            print(breakdown_text(f"{label} {config}".strip(), profile_kernels(call, cuda)[1], top=30), flush=True)
     row["step_us"] = round(statistics.median(us), 1)
     return row
 
@@ -271,7 +271,7 @@ def main(argv=None) -> int:
                 state = ((name, batch), step, inputs, ref)
             _, step, inputs, ref = state
             t0 = time.perf_counter()
-            row.update(run_one(config, step, inputs, ref, layers, args, cuda))
+            row.update(run_one(config, step, inputs, ref, layers, args, cuda, label=f"{name} B={batch}"))
             est[name] = time.perf_counter() - t0
             ok = row.pop("_ok", True)
             bad |= not ok
@@ -288,9 +288,9 @@ def main(argv=None) -> int:
              f"{time.perf_counter() - start:.0f} s"]
     print(write(rows, args.out, title, extra, args.append))
     if not args.no_log and not args.tiny:
-        measured = [{k: r.get(k, "") for k in (*CSV_COLUMNS, "device_us", "rewrites", "logit_err", "compile_s",
-                                                "status")}
-                    for r in rows if r.get("step_us") not in (None, "")]
+        measured = [{**{k: r.get(k, "") for k in (*CSV_COLUMNS, "device_us", "rewrites", "logit_err", "compile_s",
+                                                  "status")}, "experts": args.experts, "layers": args.layers}
+                    for r in rows if r.get("step_us") not in (None, "")]  # experts: part of the topic's key
         command = "benchmarks/e2e/moe_decode.py " + " ".join(argv or sys.argv[1:])
         run_log.append_run("moe_decode", measured, script=command,
                            what=f"MoE decode step ({args.models}, {args.layers} layers, {args.experts}): Inductor vs "

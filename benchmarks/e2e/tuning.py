@@ -147,7 +147,7 @@ def run_one(config: str, model, cfg, batch: int, args, store: str) -> dict:
         if args.profile and cuda:
             from decode_step import breakdown_text, profile_kernels
 
-            print(breakdown_text(f"{args.models} B={batch} {config}", profile_kernels(call, cuda)[1], top=24))
+            print(breakdown_text(f"{cfg.model_type} B={batch} {config}", profile_kernels(call, cuda)[1], top=24))
             seq = _kernel_sequence(call)
             kernel_us = sum(k_us for _, k_us in seq)
             print(f"kernels of one {config} step in order (us; {kernel_us:.1f} in all):")
@@ -305,7 +305,7 @@ def main(argv=None) -> int:
         if config in CONFIGS:
             steps.append(dict(model=name, batch=batch, config=config, step_us=row["step_us"]))
         results.append(dict(model=name, batch=batch, config=config, layers=cfg.num_hidden_layers,
-                            max_cache_len=args.max_cache_len, timing="queued", **row))
+                            max_cache_len=args.max_cache_len, timing="queued" if cuda else "wall", **row))
         print(f"[{time.perf_counter() - start:6.0f}s] {name} B={batch} {config} ({time.perf_counter() - t0:.0f} s): "
               f"{row}", flush=True)
         costs = _write(args, models, buckets, steps, compile_s)  # after every run: a timeout keeps what ran
