@@ -3,9 +3,9 @@
 Whole decoders (tiny HF Llama and Qwen3 over a ``StaticCache``; random weights, float32 on CPU): one op per layer,
 no rope node and no cache ``index_put`` left in the graph Inductor lowers, greedy tokens equal to eager's with
 logits within 1e-4 (relative to their max) over a few steps, the caches equal to eager's after them (the op mutates
-them in place: Inductor must order it before the attention that reads them). gpt-fast's Attention + KVCache rotates
-k in the (B, S, H, D) layout: a near-miss for now, decode still exact. Small functions: the near-misses and their
-reasons, the fail-safe, and the off-by-default gate.
+them in place: Inductor must order it before the attention that reads them); gpt-fast's Attention + KVCache (RoPE in
+the (B, S, H, D) layout, transposed after) likewise. Small functions: the near-misses and their reasons, the
+fail-safe, and the off-by-default gate.
 """
 
 from __future__ import annotations
@@ -105,8 +105,7 @@ def test_hf_llama_triton_provider_interpreted():
 @pytest.mark.slow
 def test_gpt_fast_attention_stack():
     """gpt-fast's KVCache.update (``k_cache[:, :, input_pos] = k``, one input_pos shared by every layer) after RoPE
-    in the (B, S, H, D) layout: the rotated k reaches the cache through a transpose, not taken yet (near-miss);
-    the decode still equals eager's."""
+    in the (B, S, H, D) layout (transposed after): q and k rotated in the caches' order, one op per layer."""
     from gpt_fast_attention import AttnStack, ModelArgs
 
     torch.manual_seed(0)
@@ -115,9 +114,11 @@ def test_gpt_fast_attention_stack():
     comp_model = AttnStack(args, n_layer=2, max_batch_size=2, max_seq_length=16).eval()
     comp_model.load_state_dict(eager.state_dict())
     prompt = torch.randn(2, 4, args.dim, generator=torch.Generator().manual_seed(2))
+    counter = _Counter()
     rocm_inductor.clear_reports()
     torch._dynamo.reset()
-    with torch.no_grad(), torch._inductor.config.patch(force_disable_caches=True):
+    with torch.no_grad(), torch._inductor.config.patch(force_disable_caches=True,
+                                                       post_grad_custom_post_pass=counter):
         pre = torch.arange(4)
         x_e, x_c = eager(prompt, pre)[:, -1:], comp_model(prompt, pre)[:, -1:]  # prefill eagerly
         comp = torch.compile(comp_model, backend="rocm_fused", options=OPTS, fullgraph=True)
@@ -125,10 +126,16 @@ def test_gpt_fast_attention_stack():
             p = torch.tensor([4 + i])
             x_e, x_c = eager(x_e, p), comp(x_c, p)
             _close(x_c, x_e)
+    caches = [(le, lc) for le, lc in zip(eager.modules(), comp_model.modules()) if hasattr(le, "k_cache")]
+    assert len(caches) == 2
+    for le, lc in caches:
+            torch.testing.assert_close(lc.k_cache, le.k_cache, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(lc.v_cache, le.v_cache, rtol=1e-5, atol=1e-5)
     rep = rocm_inductor.reports()
-    assert rep.count("rope_kv_write") == 0, str(rep)
-    misses = [m.reason for m in rep.near_misses if m.pass_name == "rope_kv"]
-    assert len(misses) == 2 * len(rep) and all("through a permute or reshape" in m for m in misses), misses
+    assert all(r.count("rope_kv_write") == 2 for r in rep), str(rep)
+    assert not [m for m in rep.near_misses if m.pass_name == "rope_kv"], str(rep)
+    assert counter.count("rocm_fused.rope_kv_write") == 2 * len(counter.graphs)
+    assert counter.count("rocm_fused.rope.", "index_put") == 0, counter.graphs
 
 
 # -- small functions: near-misses, fail-safe, gating -------------------------------------------------------------

@@ -22,11 +22,13 @@ also reads before the write or writes elsewhere; a write that is not copied back
 cache written along another dim (the (B, max_len, H, D) layout); no V write at the same positions into another
 cache, or a V cache of another shape / dtype; a rotated k read by anything besides its write; inputs computed after
 the first reader (folding would reorder); what no provider takes. The written value may be k through views that
-drop leading size-1 dims (gpt-fast's ``k_cache[:, :, pos] = k`` stores k reshaped to (H, S, D) at batch 1). A cache
-write whose value is no rope output is left silently (V writes); when none of the graph's cache writes is a rope
-output, each positions node gets one near-miss saying so. Only ``rocm_fused::rope`` outputs are taken, not
-``rope_cached`` (a near-miss) nor Inductor's own rotation: with the rope pass off, as on CUDA by default, this pass
-matches nothing (recognising the rotation itself through the rope pass's discovery is left for later).
+drop leading size-1 dims (gpt-fast's ``k_cache[:, :, pos] = k`` stores k reshaped to (H, S, D) at batch 1), or
+through a permute that keeps the last dim (gpt-fast rotates q and k in (B, S, H, D) and transposes them after):
+the op then rotates permuted views of q, k and the tables and q's readers get the inverse permute of its output
+(views). A cache write whose value is no rope output is left silently (V writes); when none of the graph's cache
+writes is a rope output, each positions node gets one near-miss saying so. Only ``rocm_fused::rope`` outputs are
+taken, not ``rope_cached`` (a near-miss) nor Inductor's own rotation: with the rope pass off, as on CUDA by default,
+this pass matches nothing (recognising the rotation itself through the rope pass's discovery is left for later).
 
 Off on every platform until measured on a GPU (``policy.PASS_DEFAULTS``); not switched on by a forced global
 ``provider=``: ``options={"passes": {"rope_kv": True}}`` (with the rope pass on or its provider forced).
@@ -50,6 +52,13 @@ from ..fx import insert_call, is_call, val
 from .read import WHAT, Fold, positions_of, read_fold, source
 
 aten = torch.ops.aten
+
+
+def _to4(t):
+    """A fake tensor with leading size-1 dims up to 4-D."""
+    while t.ndim < 4:
+        t = t.unsqueeze(0)
+    return t
 
 
 class RoPEKVPass(RewritePass):
@@ -101,11 +110,13 @@ class RoPEKVPass(RewritePass):
             Miss: no provider takes it.
         """
         q, k, cos, _, rd, inter, half = params.rope.args[:7]
-        spec = rope_kv_spec(val(q), val(k), val(params.v), val(cos), val(params.kw.args[0]), rd, inter,
-                            half)
+        qv, kv, cv = val(q), val(k), val(cos)
+        if params.perm is not None:
+            qv, kv, cv = qv.permute(params.perm), kv.permute(params.perm), _to4(cv).permute(params.perm)
+        spec = rope_kv_spec(qv, kv, val(params.v), cv, val(params.kw.args[0]), rd, inter, half)
         try:  # the op's own contract on the fake values (a mismatch here would fail the insert, not miss)
-            check_args(*(val(n) for n in (q, k, params.v, params.kw.args[0], params.vw.args[0],
-                                          params.kw.args[1][2])), rd)
+            check_args(qv, kv, *(val(n) for n in (params.v, params.kw.args[0], params.vw.args[0],
+                                                  params.kw.args[1][2])), rd)
         except ValueError as e:
             raise Miss(str(e)) from None
         choice = ctx.choose("rope_kv_write", spec)
@@ -113,15 +124,28 @@ class RoPEKVPass(RewritePass):
             raise Miss(choice.why_not)
         return choice
 
+    @staticmethod
+    def _permuted(graph: Graph, p: Fold, t, table: bool):
+        """``t`` (tables: unsqueezed to 4-D first) permuted by ``p.perm``, inserted before the op's spot."""
+        for _ in range(4 - val(t).ndim if table else 0):
+            t = insert_call(graph, p.before, aten.unsqueeze.default, (t, 0), like=p.kw)
+        return insert_call(graph, p.before, aten.permute.default, (t, p.perm), like=p.kw)
+
     def emit(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Fold, choice: Choice) -> MatchRecord:
         """Insert the op, point q's readers at it and the writes' readers at the caches, drop the rest."""
         p = params
         q, k, cos, sin, rd, inter, half = p.rope.args[:7]
         kc, vc, pos = p.kw.args[0], p.vw.args[0], p.kw.args[1][2]
         where = location_of(p.rope)
+        if p.perm is not None:  # rotate q, k (and their tables) in the caches' (B, H, S, D) order: views only
+            q, k, cos, sin = (self._permuted(graph, p, t, i >= 2) for i, t in enumerate((q, k, cos, sin)))
         op = insert_call(graph, p.before, torch.ops.rocm_fused.rope_kv_write.default,
                          (q, k, p.v, cos, sin, kc, vc, pos, rd, inter, half, choice.provider), like=p.kw)
-        cur = op
+        q_out = op
+        if p.perm is not None:  # q's readers get its rotation back in the rope's layout (a view)
+            q_out = insert_call(graph, p.before, aten.permute.default, (op, [p.perm.index(i) for i in range(4)]),
+                                like=p.kw)
+        cur = q_out
         for n in p.moved:  # after the op, in their order
             cur.append(n)
             cur = n
@@ -135,7 +159,7 @@ class RoPEKVPass(RewritePass):
                 graph.erase_node(n)
         for g in list(p.rope.users):
             if g.args[1] == 0:
-                g.replace_all_uses_with(op)
+                g.replace_all_uses_with(q_out)
             graph.erase_node(g)
         graph.erase_node(p.rope)
         shape, dtype = describe(val(k))

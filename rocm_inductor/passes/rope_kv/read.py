@@ -73,8 +73,9 @@ def _copy_back(w: Node) -> Node | None:
 
 @dataclasses.dataclass
 class Fold:
-    """One layer's fold: the rope node, the K and V writes, their copy_ epilogues, where the op goes and the
-    readers that move after it."""
+    """One layer's fold: the rope node, the K and V writes, their copy_ epilogues, where the op goes, the readers
+    that move after it, the value views the writes leave, and the permute from the rope's layout to (B, H, S, D)
+    (None: the rope's k is already in it)."""
 
     rope: Node
     kw: Node
@@ -84,6 +85,7 @@ class Fold:
     before: Node
     moved: list[Node]
     views: list[Node]
+    perm: list[int] | None = None
 
 
 def _ancestors(nodes: list[Node]) -> set[Node]:
@@ -135,9 +137,19 @@ def read_fold(graph: Graph, kw: Node, vw: Node | None) -> Fold:
     if pos is None:
         raise Miss("the K cache is not written as cache[:, :, positions] (another layout, e.g. (B, max_len, H, D); "
                    "the op writes (B, H_kv, max_len, D) caches along dim 2)")
+    layout = ("the rotated k reaches the cache through a reshape or a permute that moves its last dim (another "
+              "layout than (B, H_kv, S, D) into (B, H_kv, max_len, D))")
+    perm = None
+    if _rope_of(kget) is not rope and is_call(kget, aten.permute.default) and _rope_of(kget.args[0]) is rope:
+        # gpt-fast rotates (B, S, H, D) and transposes after: the op rotates q and k permuted the same way
+        perm = [int(d) % 4 for d in kget.args[1]] if len(kget.args[1]) == 4 else None
+        vals = [val(a) for a in rope.args[:4]]
+        if perm is None or perm[3] != 3 or any(t is None or t.ndim > 4 for t in vals) or vals[0].ndim != 4:
+            raise Miss(layout)
+        kchain.append(kget)
+        kget = kget.args[0]
     if _rope_of(kget) is not rope:
-        raise Miss("the rotated k reaches the cache through a permute or reshape (another layout than (B, H_kv, S, D) "
-                   "into (B, H_kv, max_len, D))")
+        raise Miss(layout)
     pv = val(pos)
     if pv is None or pv.ndim != 1 or pv.is_floating_point() or pv.dtype == torch.bool:
         raise Miss("the positions are not a 1-D integer tensor")
@@ -146,6 +158,7 @@ def read_fold(graph: Graph, kw: Node, vw: Node | None) -> Fold:
         raise Miss("no V write at the same positions into another cache input")
     copies.append(_check_write(vw, "V"))
     kc, vc, k, v = (val(n) for n in (kw.args[0], vw.args[0], kget, vnode))
+    k = k if perm is None else k.permute(perm)
     if kc.ndim != 4 or tuple(kc.shape) != tuple(vc.shape) or kc.dtype != vc.dtype or kc.dtype != k.dtype \
             or tuple(k.shape) != tuple(v.shape) or v.dtype != k.dtype:
         raise Miss(f"K/V caches {tuple(kc.shape)} / {tuple(vc.shape)} ({kc.dtype} / {vc.dtype}) with k "
@@ -172,4 +185,4 @@ def read_fold(graph: Graph, kw: Node, vw: Node | None) -> Fold:
     if moved & _ancestors(inputs):
         raise Miss("an input of the op (v, q, k, cos, sin or the positions) is computed from a reader of the "
                    "rotation or of the cache: folding would reorder")
-    return Fold(rope, kw, vw, vnode, copies, last.next, sorted(moved, key=order.__getitem__), kchain + vchain)
+    return Fold(rope, kw, vw, vnode, copies, last.next, sorted(moved, key=order.__getitem__), kchain + vchain, perm)
