@@ -266,3 +266,22 @@ def test_fail_safe_restores_the_graph(monkeypatch):
     assert rep.count("rope_kv_write") == 0 and "boom" in (rep[0].error or "")
     with pytest.raises(Exception, match="boom"):
         _run(_layer)
+
+
+def test_caches_written_in_place_by_the_op():
+    """The code Inductor writes calls the op on the cache inputs themselves (no copy of a cache, no index_put)."""
+    import re
+
+    from torch._inductor.utils import run_and_get_code
+
+    args = list(_inputs())
+    torch._dynamo.reset()
+    with torch.no_grad(), torch._inductor.config.patch(force_disable_caches=True):
+        comp = torch.compile(_layer, backend="rocm_fused", options=OPTS, fullgraph=True)
+        _, codes = run_and_get_code(comp, *args)
+    call = codes[0][codes[0].index("def call("):]
+    calls = re.findall(r"rope_kv_write\.default\((.*)\)", call)
+    assert len(calls) == 1, call
+    caches = re.findall(r"assert_size_stride\((arg\d+_1), \(1, 2, 8, 16\)", call)  # the two (1, 2, 8, 16) inputs
+    assert len(caches) == 2 and all(c in calls[0] for c in caches), (caches, calls[0])  # passed as they are
+    assert "index_put" not in call and "aten.copy_" not in call, call
