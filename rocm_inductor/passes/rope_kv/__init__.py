@@ -5,7 +5,7 @@ Runs after ``rope`` (post-grad graph) and folds what that pass wrote, never the 
 ``rocm_fused::rope`` node, and an ``index_put(v_cache, [None, None, pos], v)`` with the same ``pos`` node into another
 cache, both caches graph inputs that the graph copies the results back into (``copy_(cache, index_put)``: the
 functional form of the in-place write at this point of the post-grad graph; Inductor re-inplaces it later). Eager
-spellings that end like that (docs/spellings.md): HF ``StaticCache.update``'s ``index_copy_(2, cache_position, k)``
+spellings that end like that: HF ``StaticCache.update``'s ``index_copy_(2, cache_position, k)``
 (Llama, Qwen3, ...), gpt-fast ``KVCache.update``'s ``k_cache[:, :, input_pos] = k``. The V write paired with a K
 write is the unclaimed one of the same positions nearest to it in graph order (gpt-fast shares ``input_pos`` across
 layers; HF computes it per layer).
