@@ -94,6 +94,16 @@ def test_hf_static_cache_decode(family):
 
 
 @pytest.mark.slow
+def test_hf_llama_rope_pass_off():
+    """The rope pass off (its default on CUDA and ROCm): the rotation is found by its discovery, folded per layer."""
+    cfg, counter = _decode_hf("llama", {**OPTS, "passes": {"rope_kv": True, "rope": False}}, steps=2)
+    rep = rocm_inductor.reports()
+    assert rep.count("rope_kv_write") == cfg.num_hidden_layers and rep.count("rope") == 0, str(rep)
+    assert counter.count("rocm_fused.rope_kv_write") == cfg.num_hidden_layers
+    assert counter.count("rocm_fused.rope.", "index_put") == 0, counter.graphs
+
+
+@pytest.mark.slow
 def test_hf_llama_triton_provider_interpreted():
     """The same decode with the Triton kernel (interpreter) as the op's provider."""
     opts = {**OPTS, "providers": {"rope_kv_write": "triton"}}
@@ -238,11 +248,33 @@ def test_other_layout_is_not_taken():
     assert misses and "another layout" in misses[0], misses
 
 
-def test_rope_pass_off_says_why():
+def test_rope_pass_off_uses_its_discovery():
+    """With the rope pass off, rope_kv runs the rope pass's discovery on the rotations written into caches."""
     rep = _run(_layer, {**OPTS, "passes": {"rope_kv": True, "rope": False}})
+    assert rep.count("rope_kv_write") == 1 and rep.count("rope") == 0, str(rep)
+
+
+def test_rope_pass_off_unfolded_rotation_is_given_back():
+    """A rotation discovered for a fold that is then not taken stays Inductor's (no rope op left)."""
+    counter = _Counter()
+    with torch._inductor.config.patch(post_grad_custom_post_pass=counter):
+        rep = _run(_other_positions, {**OPTS, "passes": {"rope_kv": True, "rope": False}})
+    assert rep.count("rope_kv_write") == 0 and rep.count("rope") == 0, str(rep)
+    assert counter.count("rocm_fused.rope") == 0, counter.graphs  # (the attention pass runs too)
+    misses = [m.reason for m in rep.near_misses if m.pass_name == "rope_kv"]
+    assert any("no V write at the same positions" in r for r in misses), misses
+
+
+def test_no_rotation_says_why():
+    def plain(q, k, v, cos, sin, kc, vc, pos):
+        kc.index_copy_(2, pos, k * 2)
+        vc.index_copy_(2, pos, v)
+        return _attend(q, kc, vc)
+
+    rep = _run(plain, {**OPTS, "passes": {"rope_kv": True, "rope": False}})
     assert rep.count("rope_kv_write") == 0
     misses = [m.reason for m in rep.near_misses if m.pass_name == "rope_kv"]
-    assert misses and "no K write at these positions is a rocm_fused::rope output" in misses[0], misses
+    assert misses and "no K write at these positions is a RoPE" in misses[0], misses
 
 
 def test_off_by_default_and_not_by_global_provider():

@@ -27,8 +27,9 @@ through a permute that keeps the last dim (gpt-fast rotates q and k in (B, S, H,
 the op then rotates permuted views of q, k and the tables and q's readers get the inverse permute of its output
 (views). A cache write whose value is no rope output is left silently (V writes); when none of the graph's cache
 writes is a rope output, each positions node gets one near-miss saying so. Only ``rocm_fused::rope`` outputs are
-taken, not ``rope_cached`` (a near-miss) nor Inductor's own rotation: with the rope pass off, as on CUDA by default,
-this pass matches nothing (recognising the rotation itself through the rope pass's discovery is left for later).
+taken, not ``rope_cached`` (a near-miss). With the rope pass off (as on CUDA and ROCm by default), ``prepare`` runs
+the rope pass's discovery on the rotations written into caches (``discover.py``) and ``finish`` gives the rotations
+back to every rope node no fold took: such a graph keeps no ``rocm_fused::rope``.
 
 Off on every platform until measured on a GPU (``policy.PASS_DEFAULTS``); not switched on by a forced global
 ``provider=``: ``options={"passes": {"rope_kv": True}}`` (with the rope pass on or its provider forced).
@@ -47,8 +48,9 @@ from ...registry import ops_of
 from ...report import Match as MatchRecord
 from ...report import describe, location_of
 from ..context import PassContext
-from ..contract import Candidate, Miss, RewritePass
+from ..contract import Candidate, Miss, RewritePass, run_pass
 from ..fx import insert_call, is_call, val
+from .discover import CacheRoPE, undo
 from .read import WHAT, Fold, positions_of, read_fold, source
 
 aten = torch.ops.aten
@@ -68,6 +70,19 @@ class RoPEKVPass(RewritePass):
     ops = ops_of(name)
     #: As gemm_merge / glu_gemm: only its own name or its op's provider turn it on (not a forced global provider).
     enabled_by_provider = False
+
+    def prepare(self, graph: Graph, ctx: PassContext) -> None:
+        """With the rope pass off, its discovery on the rotations written into caches (:class:`discover.CacheRoPE`)."""
+        self._sub = None
+        if "rope" not in ctx.will_run:
+            self._sub = CacheRoPE()
+            run_pass(self._sub, graph, ctx)
+
+    def finish(self, graph: Graph, ctx: PassContext) -> None:
+        """The rope nodes :meth:`prepare` wrote and no fold took get their rotations back (:func:`discover.undo`); the
+        manager drops what is dead after the last pass."""
+        if self._sub is not None:
+            undo(graph, self._sub.made)
 
     def find(self, graph: Graph, ctx: PassContext) -> Iterable[Candidate]:
         """Every K write (a cache write of a rope node's k output) with its V partner (the module docstring's
@@ -99,8 +114,8 @@ class RoPEKVPass(RewritePass):
             Miss: its reason; for cache writes without a rope output, why nothing is folded there.
         """
         if source(cand.anchor) is None:
-            raise Miss("no K write at these positions is a rocm_fused::rope output (the rope pass is off or did not "
-                       "rewrite k's RoPE; rope_kv folds what the rope pass wrote)")
+            raise Miss("no K write at these positions is a RoPE the rope pass's discovery recognises and rewrote "
+                       "(rope_kv folds rocm_fused::rope outputs)")
         return read_fold(graph, cand.anchor, cand.data)
 
     def gate(self, graph: Graph, ctx: PassContext, cand: Candidate, params: Fold) -> Choice:

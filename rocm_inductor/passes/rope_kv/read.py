@@ -37,14 +37,14 @@ def value_of(w: Node) -> tuple[Any, list[Node]]:
 
 
 #: Views a rotated k may reach a cache write through (recognition only: :func:`value_of` decides what is folded).
-_VIEWS = RESHAPES | {aten.permute.default, aten.transpose.int, aten.unsqueeze.default, aten.squeeze.dim,
+VIEWS = RESHAPES | {aten.permute.default, aten.transpose.int, aten.unsqueeze.default, aten.squeeze.dim,
                      aten.expand.default}
 
 
 def source(w: Node) -> Node | None:
-    """The rope node whose k output write ``w`` stores, through any views (:data:`_VIEWS`), else None."""
+    """The rope node whose k output write ``w`` stores, through any views (:data:`VIEWS`), else None."""
     value = w.args[2]
-    while is_call(value, *_VIEWS):
+    while is_call(value, *VIEWS):
         value = value.args[0]
     return _rope_of(value)
 
