@@ -142,7 +142,8 @@ for _kind in ("rocm", "cuda"):
 #   benchmarks/e2e/decode_step.py has A/B'd it on the H200 (issue 31's profile: 3 launches, ~3.5 us of kernel time plus
 #   launch gaps per layer at batch 1; the one-launch kernel is verified on CPU under the interpreter and AOT-compiled
 #   for sm_90 / gfx942 / gfx950 only). Our Triton kernel is the only provider (no vendor op fuses the cache write with
-#   the model's cos/sin). Enable with options={"passes": {"rope_kv": True}} (and the rope pass, off by default too).
+#   the model's cos/sin). Enable with options={"passes": {"rope_kv": True}} (the rope pass may stay off:
+#   rope_kv runs its discovery on the rotations written into caches).
 for _kind in ("rocm", "cuda"):
     PROVIDER_ORDER[_kind]["rope_kv_write"] = ("triton",)
     PASS_DEFAULTS[_kind]["rope_kv"] = False

@@ -32,7 +32,7 @@ the rope pass's discovery on the rotations written into caches (``discover.py``)
 back to every rope node no fold took: such a graph keeps no ``rocm_fused::rope``.
 
 Off on every platform until measured on a GPU (``policy.PASS_DEFAULTS``); not switched on by a forced global
-``provider=``: ``options={"passes": {"rope_kv": True}}`` (with the rope pass on or its provider forced).
+``provider=``: ``options={"passes": {"rope_kv": True}}`` (with the rope pass on or off).
 """
 
 from __future__ import annotations
