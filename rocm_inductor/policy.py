@@ -138,6 +138,16 @@ for _kind in ("rocm", "cuda"):
 for _kind in ("rocm", "cuda"):
     PASS_DEFAULTS[_kind]["moe_experts"] = False
 
+# rope_kv (q/k RoPE + the K/V cache writes in one launch, issue 31): OFF on both GPU platforms until
+#   benchmarks/e2e/decode_step.py has A/B'd it on the H200 (issue 31's profile: 3 launches, ~3.5 us of kernel time plus
+#   launch gaps per layer at batch 1; the one-launch kernel is verified on CPU under the interpreter and AOT-compiled
+#   for sm_90 / gfx942 / gfx950 only). Our Triton kernel is the only provider (no vendor op fuses the cache write with
+#   the model's cos/sin). Enable with options={"passes": {"rope_kv": True}} (the rope pass may stay off:
+#   rope_kv runs its discovery on the rotations written into caches).
+for _kind in ("rocm", "cuda"):
+    PROVIDER_ORDER[_kind]["rope_kv_write"] = ("triton",)
+    PASS_DEFAULTS[_kind]["rope_kv"] = False
+
 #: Smallest normalised size (the last dim) at which an RMSNorm is rewritten by default, per platform; a forced
 #: provider rewrites every size.
 #: - cuda: 512, so per-head q/k norms (head_dim 64-256: Qwen3, Gemma 3) stay with Inductor, which fuses them

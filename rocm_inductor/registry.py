@@ -24,6 +24,8 @@ class PassInfo:
 PASSES: tuple[PassInfo, ...] = (
     PassInfo("rms_norm", ("rms_norm", "fused_add_rms_norm")),
     PassInfo("rope", ("rope", "rope_cached")),
+    # rope_kv right after rope: it folds the rope ops that pass wrote with the K/V cache writes they feed.
+    PassInfo("rope_kv", ("rope_kv_write",)),
     PassInfo("sigmoid_gate", ("sigmoid_gate",)),
     PassInfo("moe_routing", ("moe_routing",)),
     PassInfo("sampling", ("sample",)),

@@ -22,6 +22,7 @@ def _passes() -> tuple:
     from .norm_gemm import NormGemmPass
     from .rms_norm import RMSNormPass
     from .rope import RoPEPass
+    from .rope_kv import RoPEKVPass
     from .sampling import SamplingPass
     from .sigmoid_gate import SigmoidGatePass
 
@@ -29,8 +30,9 @@ def _passes() -> tuple:
     # gemm_merge next to last: it groups the projections the other rewrites leave in place; norm_gemm last: it
     # folds the norms rms_norm rewrote into the GEMMs gemm_merge rewrote; glu_gemm after it: it moves the gated
     # activation into the epilogue of the gate/up GEMMs those two wrote.
-    out = (RMSNormPass(), RoPEPass(), SigmoidGatePass(), MoeRoutingPass(), SamplingPass(), AttentionPass(),
-           AllReduceNormPass(), MoEExpertsPass(), GemmMergePass(), NormGemmPass(), GluGemmPass())
+    # rope_kv right after rope: it folds the rope ops that pass wrote with the K/V cache writes they feed.
+    out = (RMSNormPass(), RoPEPass(), RoPEKVPass(), SigmoidGatePass(), MoeRoutingPass(), SamplingPass(),
+           AttentionPass(), AllReduceNormPass(), MoEExpertsPass(), GemmMergePass(), NormGemmPass(), GluGemmPass())
     if [(p.name, tuple(p.ops)) for p in out] != [(i.name, i.ops) for i in PASSES]:
         raise RuntimeError("rocm_fused: the pass objects disagree with rocm_inductor.registry.PASSES")
     return out

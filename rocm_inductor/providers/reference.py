@@ -161,6 +161,39 @@ def rope_cached_ref(q: torch.Tensor, k: torch.Tensor | None, positions: torch.Te
     return rope_ref(q, k, c, s, rotary_dim, interleaved, half_table=True)
 
 
+def _cache_write(cache: torch.Tensor, positions: torch.Tensor, x: torch.Tensor) -> None:
+    """``cache[:, :, positions[s]] = x[:, :, s]`` for every in-range position (in place)."""
+    pos = positions.long()
+    keep = (pos >= 0) & (pos < cache.shape[2])
+    if not bool(keep.all()):  # the reference may sync: it is the meaning, not a serving kernel
+        pos, x = pos[keep], x[:, :, keep]
+    cache[:, :, pos] = x.to(cache.dtype)
+
+
+def rope_kv_write_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                      k_cache: torch.Tensor, v_cache: torch.Tensor, positions: torch.Tensor, rotary_dim: int,
+                      interleaved: bool, half_table: bool) -> torch.Tensor:
+    """``rocm_fused::rope_kv_write``: :func:`rope_ref` of q and k, then ``k_cache[:, :, positions] = k_rot`` and
+    ``v_cache[:, :, positions] = v`` (HF ``StaticCache.update``'s ``index_copy_(2, cache_position, ...)``, gpt-fast
+    ``KVCache.update``'s ``k_cache[:, :, input_pos] = k``); a position outside [0, max_len) writes nothing.
+
+    Args:
+        q: (..., D) float; k, v: (B, H_kv, S, D) of q's dtype; cos, sin: as ``rope_ref`` (broadcast per tensor).
+        k_cache, v_cache: (B, H_kv, max_len, D) of k's dtype, mutated in place. positions: (S,) integer.
+        rotary_dim, interleaved, half_table: as ``rocm_fused::rope``.
+
+    Returns:
+        q_rot, contiguous, q's dtype.
+
+    Raises:
+        ValueError: as ``rope_ref``.
+    """
+    q_rot, k_rot = rope_ref(q, k, cos, sin, rotary_dim, interleaved, half_table)
+    _cache_write(k_cache, positions, k_rot)
+    _cache_write(v_cache, positions, v)
+    return q_rot
+
+
 def merged_gemm_ref(x: torch.Tensor, weights: list[torch.Tensor],
                     biases: list[torch.Tensor | None]) -> list[torch.Tensor]:
     """Several GEMMs of one activation, each exactly as eager computes it alone (``rocm_fused::merged_gemm``).
@@ -227,6 +260,7 @@ class ReferenceProvider(Provider):
                      "decode_attention", "all_reduce_add_rms_norm", "merged_gemm", "rms_norm_gemm"})
     ops = ops | {"moe_routing", "moe_experts"}  # reference_moe.py, reference_moe_experts.py
     ops = ops | {"glu_gemm", "rms_norm_glu_gemm"}  # reference_glu.py
+    ops = ops | {"rope_kv_write"}
 
     def check(self, op, spec):
         """Every op, except a single GEMM (``merged_gemm`` with one weight): that is a speed choice over
@@ -277,6 +311,10 @@ class ReferenceProvider(Provider):
     def rope_cached(self, q, k, positions, cos_sin_cache, rotary_dim, interleaved):
         """See :func:`rope_cached_ref`."""
         return rope_cached_ref(q, k, positions, cos_sin_cache, rotary_dim, interleaved)
+
+    def rope_kv_write(self, q, k, v, cos, sin, k_cache, v_cache, positions, rotary_dim, interleaved, half_table):
+        """See :func:`rope_kv_write_ref`."""
+        return rope_kv_write_ref(q, k, v, cos, sin, k_cache, v_cache, positions, rotary_dim, interleaved, half_table)
 
     def sample(self, scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value,
                min_p, min_p_value, ban, is_probs, top_k_first):

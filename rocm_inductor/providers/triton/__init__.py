@@ -26,6 +26,7 @@ class TritonProvider(Provider):
                      "decode_attention", "merged_gemm", "rms_norm_gemm"})
     ops = ops | {"moe_routing", "moe_experts"}  # the router's top-k, the routed experts (GEMV / grouped tl.dot)
     ops = ops | {"glu_gemm", "rms_norm_glu_gemm"}  # gate/up with the gated activation in the epilogue
+    ops = ops | {"rope_kv_write"}  # q/k RoPE + the K/V cache writes in one launch
     #: ``rope_cached`` clamps positions to the table inside the kernel (``rocm_fused::rope_cached``'s contract).
     clamps_rope_positions = True
 
@@ -47,6 +48,8 @@ class TritonProvider(Provider):
             reason = self.kernels("sigmoid_gate").check(spec)
         if reason is None and op in ("rope", "rope_cached"):
             reason = self.kernels("rope").check(spec)
+        if reason is None and op == "rope_kv_write":
+            reason = self.kernels("rope_kv").check(spec)
         if reason is None and op == "sample":
             reason = self.kernels("sampling").check(spec)
         if reason is None and op == "decode_attention":
@@ -83,6 +86,11 @@ class TritonProvider(Provider):
         """See ``rocm_inductor.providers.triton.glu_gemm.rms_norm_glu_gemm``."""
         return self.kernels("glu_gemm").rms_norm_glu_gemm(x, residual, norm_weight, eps, offset, w_gate, w_up,
                                                           b_gate, b_up, activation)
+
+    def rope_kv_write(self, q, k, v, cos, sin, k_cache, v_cache, positions, rotary_dim, interleaved, half_table):
+        """See ``rocm_inductor.providers.triton.rope_kv.rope_kv_write`` (one launch, caches written in place)."""
+        return self.kernels("rope_kv").rope_kv_write(q, k, v, cos, sin, k_cache, v_cache, positions, rotary_dim,
+                                                      interleaved, half_table)
 
     def merged_gemm(self, x, weights, biases):
         """See ``rocm_inductor.providers.triton.gemm_merge.merged_gemm`` (one launch, weights read in place)."""
