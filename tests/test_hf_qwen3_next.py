@@ -8,12 +8,9 @@ decode over its ``StaticCache`` gives eager's tokens with logits within 1e-4 of 
 
 from __future__ import annotations
 
-import importlib
-import sys
-
 import pytest
 import torch
-from bench_utils import BENCH
+from bench_utils import greedy_equal, hf_models
 
 import rocm_inductor
 
@@ -21,36 +18,22 @@ PASSES = ("rms_norm", "rope", "sigmoid_gate", "attention")
 OPTS = {"providers": {p: "reference" for p in PASSES}, "strict": True}
 
 
-def _hf_models():
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module("hf_models")
-
-
 @pytest.mark.slow
 def test_qwen3_next_family_decodes_with_every_layer_rewritten():
     """Counts per graph: gate, RoPE, decode attention once per layer; q and k norms plus two residual norms per
     layer and the final norm; tokens equal to eager's over three steps."""
-    hf_models = _hf_models()
-    model, cfg = hf_models.build_model("qwen3_next", "cpu", torch.float32, tiny=True)
+    hm = hf_models()
+    model, cfg = hm.build_model("qwen3_next", "cpu", torch.float32, tiny=True)
     n = cfg.num_hidden_layers
     assert cfg.layer_types == ["full_attention"] * n and cfg.mlp_only_layers == list(range(n))
     b, pos, max_len = 2, 8, 24
-    step_e, (tok, _, _), _ = hf_models.decode_step(model, cfg, b, 1, 0, max_len, "cpu", torch.float32)
-    step_c, _, _ = hf_models.decode_step(model, cfg, b, 1, 0, max_len, "cpu", torch.float32)
+    step_e, (tok, _, _), _ = hm.decode_step(model, cfg, b, 1, 0, max_len, "cpu", torch.float32)
+    step_c, _, _ = hm.decode_step(model, cfg, b, 1, 0, max_len, "cpu", torch.float32)
     rocm_inductor.clear_reports()
     torch._dynamo.reset()
     with torch.no_grad(), torch._inductor.config.patch(force_disable_caches=True):
         comp = torch.compile(step_c, backend="rocm_fused", options=OPTS, fullgraph=True)
-        tok_e = tok_c = tok
-        for i in range(3):
-            p = torch.tensor([pos + i])
-            ref = step_e(tok_e, p.expand(b, 1), p)
-            out = comp(tok_c, p.expand(b, 1), p)
-            err = float((out - ref).abs().max() / ref.abs().max())
-            assert err < 1e-4, err
-            tok_e, tok_c = ref.argmax(-1), out.argmax(-1)
-            assert torch.equal(tok_e, tok_c), (i, tok_e, tok_c)
+        greedy_equal(step_e, comp, tok, pos, b, 3)
     (rep,) = rocm_inductor.reports()
     assert rep.error is None, rep.error
     assert rep.count("sigmoid_gate") == n and rep.count("rope") == n and rep.count("decode_attention") == n, str(rep)

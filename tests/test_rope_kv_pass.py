@@ -10,22 +10,13 @@ fail-safe, and the off-by-default gate.
 
 from __future__ import annotations
 
-import importlib
-import sys
-
 import pytest
 import torch
-from bench_utils import BENCH
+from bench_utils import greedy_equal, hf_models
 
 import rocm_inductor
 
 OPTS = {"provider": "reference", "passes": {"rope_kv": True}, "strict": True}
-
-
-def _hf_models():
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module("hf_models")
 
 
 class _Counter:
@@ -52,24 +43,17 @@ def _close(out, ref):
 
 
 def _decode_hf(family, opts, steps=3, b=2, pos=6, max_len=16):
-    hf_models = _hf_models()
-    model, cfg = hf_models.build_model(family, "cpu", torch.float32, tiny=True)
-    step_e, (tok, _, _), cache_e = hf_models.decode_step(model, cfg, b, 1, 0, max_len, "cpu", torch.float32)
-    step_c, _, cache_c = hf_models.decode_step(model, cfg, b, 1, 0, max_len, "cpu", torch.float32)
+    hm = hf_models()
+    model, cfg = hm.build_model(family, "cpu", torch.float32, tiny=True)
+    step_e, (tok, _, _), cache_e = hm.decode_step(model, cfg, b, 1, 0, max_len, "cpu", torch.float32)
+    step_c, _, cache_c = hm.decode_step(model, cfg, b, 1, 0, max_len, "cpu", torch.float32)
     counter = _Counter()
     rocm_inductor.clear_reports()
     torch._dynamo.reset()
     with torch.no_grad(), torch._inductor.config.patch(force_disable_caches=True,
                                                        post_grad_custom_post_pass=counter):
         comp = torch.compile(step_c, backend="rocm_fused", options=opts, fullgraph=True)
-        tok_e = tok_c = tok
-        for i in range(steps):
-            p = torch.tensor([pos + i])
-            ref = step_e(tok_e, p.expand(b, 1), p)
-            out = comp(tok_c, p.expand(b, 1), p)
-            _close(out, ref)
-            tok_e, tok_c = ref.argmax(-1), out.argmax(-1)
-            assert torch.equal(tok_e, tok_c), (i, tok_e, tok_c)
+        greedy_equal(step_e, comp, tok, pos, b, steps)
     for le, lc in zip(cache_e.layers, cache_c.layers):  # the in-place writes landed where eager's did
         torch.testing.assert_close(lc.keys, le.keys, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(lc.values, le.values, rtol=1e-5, atol=1e-5)

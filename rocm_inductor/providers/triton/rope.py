@@ -80,6 +80,39 @@ def launch_config(rotary_dim: int, head_dim: int) -> tuple[int, int, int, int]:
 
 
 @triton.jit
+def _pair_index(RD, INTERLEAVED: tl.constexpr, BLOCK_H: tl.constexpr):
+    """A tile's rotation pairs: ``(half, j, a, b)``, pair j rotating features a and b (NeoX: j and j + rd/2; GPT-J:
+    2j and 2j + 1). Shared by the rope and the rope_kv_write kernels."""
+    half = RD // 2
+    j = tl.arange(0, BLOCK_H)
+    if INTERLEAVED:
+        a = 2 * j
+        b = a + 1
+    else:
+        a = j
+        b = j + half
+    return half, j, a, b
+
+
+@triton.jit
+def _pair_tables(C, S, co, so, a, b, j, m, cs3, ss3, HALF_TABLE: tl.constexpr, CT: tl.constexpr):
+    """cos/sin of a tile's pairs, ``(cos_a, cos_b, sin_a, sin_b)`` at features a and b of the table rows at offsets
+    ``co`` / ``so`` (on-the-fly tables; a half table holds one value per pair, index j). Shared by the rope and the
+    rope_kv_write kernels."""
+    if HALF_TABLE:
+        ca = tl.load(C + co[:, None] + j[None, :] * cs3, mask=m, other=0.0).to(CT)
+        sa = tl.load(S + so[:, None] + j[None, :] * ss3, mask=m, other=0.0).to(CT)
+        cb = ca
+        sb = sa
+    else:
+        ca = tl.load(C + co[:, None] + a[None, :] * cs3, mask=m, other=0.0).to(CT)
+        cb = tl.load(C + co[:, None] + b[None, :] * cs3, mask=m, other=0.0).to(CT)
+        sa = tl.load(S + so[:, None] + a[None, :] * ss3, mask=m, other=0.0).to(CT)
+        sb = tl.load(S + so[:, None] + b[None, :] * ss3, mask=m, other=0.0).to(CT)
+    return ca, cb, sa, sb
+
+
+@triton.jit
 def _rope_rows(
     pid, X, O, C, S, P,  # noqa: E741 (Triton pointer names)
     n1, n2, M,
@@ -98,14 +131,7 @@ def _rope_rows(
     i1 = t % n1
     i0 = t // n1
     xo = i0 * xs0 + i1 * xs1 + i2 * xs2
-    half = RD // 2
-    j = tl.arange(0, BLOCK_H)
-    if INTERLEAVED:
-        a = 2 * j
-        b = a + 1
-    else:
-        a = j
-        b = j + half
+    half, j, a, b = _pair_index(RD, INTERLEAVED, BLOCK_H)
     m = rmask[:, None] & (j < half)[None, :]
     xa = tl.load(X + xo[:, None] + a[None, :] * xs3, mask=m, other=0.0).to(CT)
     xb = tl.load(X + xo[:, None] + b[None, :] * xs3, mask=m, other=0.0).to(CT)
@@ -118,18 +144,8 @@ def _rope_rows(
         cb = ca
         sb = sa
     else:
-        co = i0 * cs0 + i1 * cs1 + i2 * cs2
-        so = i0 * ss0 + i1 * ss1 + i2 * ss2
-        if HALF_TABLE:
-            ca = tl.load(C + co[:, None] + j[None, :] * cs3, mask=m, other=0.0).to(CT)
-            sa = tl.load(S + so[:, None] + j[None, :] * ss3, mask=m, other=0.0).to(CT)
-            cb = ca
-            sb = sa
-        else:
-            ca = tl.load(C + co[:, None] + a[None, :] * cs3, mask=m, other=0.0).to(CT)
-            cb = tl.load(C + co[:, None] + b[None, :] * cs3, mask=m, other=0.0).to(CT)
-            sa = tl.load(S + so[:, None] + a[None, :] * ss3, mask=m, other=0.0).to(CT)
-            sb = tl.load(S + so[:, None] + b[None, :] * ss3, mask=m, other=0.0).to(CT)
+        ca, cb, sa, sb = _pair_tables(C, S, i0 * cs0 + i1 * cs1 + i2 * cs2, i0 * ss0 + i1 * ss1 + i2 * ss2,
+                                      a, b, j, m, cs3, ss3, HALF_TABLE, CT)
     oa = xa * ca - xb * sa
     ob = xb * cb + xa * sb
     oo = rows * D

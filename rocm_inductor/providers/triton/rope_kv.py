@@ -30,7 +30,7 @@ import triton.language as tl
 from ...report import dtype_name
 from . import rope as _rope
 from .rms_norm import _round_to
-from .rope import _rope_rows
+from .rope import _pair_index, _pair_tables, _rope_rows
 
 #: Elements per v tile (rows x BLOCK_V): the same budget as the rope kernel's tile of both halves (2 x 1024).
 _V_TILE = 2048
@@ -81,30 +81,13 @@ def _k_rows(pid, X, KC, C, S, P, ps0, n1, n2, M, L,
     i0, i1, i2, pos, rmask, wmask = _slots(pid, P, ps0, n1, n2, M, L, ROWS)
     xo = i0 * xs0 + i1 * xs1 + i2 * xs2
     oo = i0 * kc0 + i1 * kc1 + pos * kc2
-    half = RD // 2
-    j = tl.arange(0, BLOCK_H)
-    if INTERLEAVED:
-        a = 2 * j
-        b = a + 1
-    else:
-        a = j
-        b = j + half
+    half, j, a, b = _pair_index(RD, INTERLEAVED, BLOCK_H)
     m = rmask[:, None] & (j < half)[None, :]
     wm = wmask[:, None] & (j < half)[None, :]
     xa = tl.load(X + xo[:, None] + a[None, :] * xs3, mask=m, other=0.0).to(CT)
     xb = tl.load(X + xo[:, None] + b[None, :] * xs3, mask=m, other=0.0).to(CT)
-    co = i0 * cs0 + i1 * cs1 + i2 * cs2
-    so = i0 * ss0 + i1 * ss1 + i2 * ss2
-    if HALF_TABLE:
-        ca = tl.load(C + co[:, None] + j[None, :] * cs3, mask=m, other=0.0).to(CT)
-        sa = tl.load(S + so[:, None] + j[None, :] * ss3, mask=m, other=0.0).to(CT)
-        cb = ca
-        sb = sa
-    else:
-        ca = tl.load(C + co[:, None] + a[None, :] * cs3, mask=m, other=0.0).to(CT)
-        cb = tl.load(C + co[:, None] + b[None, :] * cs3, mask=m, other=0.0).to(CT)
-        sa = tl.load(S + so[:, None] + a[None, :] * ss3, mask=m, other=0.0).to(CT)
-        sb = tl.load(S + so[:, None] + b[None, :] * ss3, mask=m, other=0.0).to(CT)
+    ca, cb, sa, sb = _pair_tables(C, S, i0 * cs0 + i1 * cs1 + i2 * cs2, i0 * ss0 + i1 * ss1 + i2 * ss2,
+                                  a, b, j, m, cs3, ss3, HALF_TABLE, CT)
     oa = xa * ca - xb * sa
     ob = xb * cb + xa * sb
     ODT: tl.constexpr = KC.dtype.element_ty
