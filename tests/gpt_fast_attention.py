@@ -13,7 +13,7 @@ import torch.nn as nn
 from gpt_fast_model import Attention, KVCache, ModelArgs, precompute_freqs_cis
 from torch import Tensor
 
-__all__ = ["AttnStack", "ModelArgs"]
+__all__ = ["AttnStack", "ModelArgs", "decode_vs_eager"]
 
 
 class AttnStack(nn.Module):
@@ -43,3 +43,34 @@ class AttnStack(nn.Module):
         for layer in self.layers:
             x = x + layer(x, freqs_cis, mask, input_pos)
         return x
+
+
+def decode_vs_eager(options: dict, steps: int = 3, **inductor_patch) -> tuple[AttnStack, AttnStack]:
+    """Two identical 2-layer stacks (GQA 8 q / 2 kv heads, head_dim 8, 16 cache slots, batch 2): both prefilled
+    eagerly with 4 tokens, then ``steps`` decode steps of one eagerly and one compiled with ``backend="rocm_fused"``
+    and ``options`` (reports cleared, Dynamo reset; Inductor caches off plus ``inductor_patch``), the outputs within
+    1e-4 of eager's (relative to their max) at every step. Returns ``(eager, compiled)`` with their caches filled.
+
+    Raises:
+        AssertionError: a step's error and its index.
+    """
+    import rocm_inductor
+
+    torch.manual_seed(0)
+    args = ModelArgs(dim=64, n_head=8, n_local_heads=2, head_dim=8)
+    eager = AttnStack(args, n_layer=2, max_batch_size=2, max_seq_length=16).eval()
+    comp_model = AttnStack(args, n_layer=2, max_batch_size=2, max_seq_length=16).eval()
+    comp_model.load_state_dict(eager.state_dict())
+    prompt = torch.randn(2, 4, args.dim, generator=torch.Generator().manual_seed(2))
+    rocm_inductor.clear_reports()
+    torch._dynamo.reset()
+    with torch.no_grad(), torch._inductor.config.patch(force_disable_caches=True, **inductor_patch):
+        pre = torch.arange(4)
+        x_e, x_c = eager(prompt, pre)[:, -1:], comp_model(prompt, pre)[:, -1:]  # prefill eagerly
+        comp = torch.compile(comp_model, backend="rocm_fused", options=options, fullgraph=True)
+        for i in range(steps):
+            p = torch.tensor([4 + i])
+            x_e, x_c = eager(x_e, p), comp(x_c, p)
+            err = float((x_c - x_e).abs().max() / x_e.abs().max())
+            assert err < 1e-4, (i, err)
+    return eager, comp_model

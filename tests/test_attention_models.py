@@ -8,26 +8,17 @@ tokens, with logits within 1e-4 of eager's (relative to their max).
 
 from __future__ import annotations
 
-import importlib
-import sys
-
 import pytest
 import torch
-from bench_utils import BENCH
-from gpt_fast_attention import AttnStack, ModelArgs
+from bench_utils import greedy_equal
+from bench_utils import hf_models as bench_hf_models
+from gpt_fast_attention import decode_vs_eager
 
 import rocm_inductor
 
 OPTS = {"provider": "reference", "strict": True}
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, head_dim=16, vocab_size=256, max_position_embeddings=256)
-
-
-def _hf_models():
-    """benchmarks/hf_models.py (imported by name: its dataclass needs its module in sys.modules)."""
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module("hf_models")
 
 
 def _model(family: str):
@@ -59,11 +50,6 @@ def _check_reports(layers: int) -> int:
     return len(reps)
 
 
-def _close(out: torch.Tensor, ref: torch.Tensor) -> None:
-    err = float((out - ref).abs().max() / ref.abs().max())
-    assert err < 1e-4, err
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["llama", "qwen3", "mistral", "gemma3"])
 def test_hf_static_cache_decode(family):
@@ -72,7 +58,7 @@ def test_hf_static_cache_decode(family):
     Gemma 3's sliding layers keep a Python-int length (transformers 5.2x), so its steps recompile once (the
     int becomes dynamic); both graphs must rewrite both layers. It is prefilled (eagerly) past its window.
     """
-    hf_models = _hf_models()
+    hf_models = bench_hf_models()
     model, cfg = _model(family)
     b, max_len, steps = 2, 24, 3
     pos = 5 if family == "gemma3" else 8
@@ -89,14 +75,7 @@ def test_hf_static_cache_decode(family):
         else:  # the cache slots before pos stay zero: masked in by the padding mask, same in both
             first = ids
         comp = torch.compile(step_c, backend="rocm_fused", options=OPTS, fullgraph=True)
-        tok_e = tok_c = first
-        for i in range(steps):
-            p = torch.tensor([pos + i])
-            ref = step_e(tok_e, p.expand(b, 1), p)
-            out = comp(tok_c, p.expand(b, 1), p)
-            _close(out, ref)
-            tok_e, tok_c = ref.argmax(-1), out.argmax(-1)
-            assert torch.equal(tok_e, tok_c), (i, tok_e, tok_c)
+        greedy_equal(step_e, comp, first, pos, b, steps)
     graphs = _check_reports(cfg.num_hidden_layers)
     assert graphs == (2 if family == "gemma3" else 1)
     notes = [m.note for m in rocm_inductor.reports().matches if m.pass_name == "attention"]
@@ -108,23 +87,7 @@ def test_hf_static_cache_decode(family):
 @pytest.mark.slow
 def test_gpt_fast_attention():
     """gpt-fast's Attention + KVCache (repeat_interleave, causal_mask[None, None, input_pos]) decoding."""
-    torch.manual_seed(0)
-    args = ModelArgs(dim=64, n_head=8, n_local_heads=2, head_dim=8)  # GQA 8 q / 2 kv heads
-    eager = AttnStack(args, n_layer=2, max_batch_size=2, max_seq_length=16).eval()
-    comp_model = AttnStack(args, n_layer=2, max_batch_size=2, max_seq_length=16).eval()
-    comp_model.load_state_dict(eager.state_dict())
-    gen = torch.Generator().manual_seed(2)
-    prompt = torch.randn(2, 4, args.dim, generator=gen)
-    rocm_inductor.clear_reports()
-    torch._dynamo.reset()
-    with torch.no_grad(), torch._inductor.config.patch(force_disable_caches=True):
-        pre = torch.arange(4)
-        x_e, x_c = eager(prompt, pre)[:, -1:], comp_model(prompt, pre)[:, -1:]  # prefill eagerly
-        comp = torch.compile(comp_model, backend="rocm_fused", options=OPTS, fullgraph=True)
-        for i in range(3):
-            p = torch.tensor([4 + i])
-            x_e, x_c = eager(x_e, p), comp(x_c, p)
-            _close(x_c, x_e)
+    decode_vs_eager(OPTS)
     _check_reports(2)
     notes = [m.note for m in rocm_inductor.reports().matches if m.op == "decode_attention"]  # RoPE matches too
     assert notes and all("GQA 8/2=4" in n and "mask=bool 1x1x1x16" in n for n in notes), notes

@@ -374,16 +374,12 @@ def test_tiny_gpt_oss_static_cache_decode(provider):
     within 1e-4 of eager's (relative to their max), greedy tokens equal to eager's. The reference case is the
     suite's end-to-end GPT-OSS compile; the Triton case runs its rewritten graphs eagerly (``graph_run_eagerly``:
     the passes and counts are a real compile's, the kernel runs under the interpreter either way)."""
-    import importlib
-    import sys
-
-    from bench_utils import BENCH
+    from bench_utils import greedy_equal
+    from bench_utils import hf_models as bench_hf_models
 
     import rocm_inductor
 
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    hf_models = importlib.import_module("hf_models")
+    hf_models = bench_hf_models()
     model, cfg = _tiny_gpt_oss()
     b, max_len, steps, pos = 2, 16, 3, 6
     step_e, _, _ = hf_models.decode_step(model, cfg, b, 1, 0, max_len, "cpu", torch.float32)
@@ -398,15 +394,7 @@ def test_tiny_gpt_oss_static_cache_decode(provider):
         first = step_e(prompt, cp.expand(b, pos), cp)[:, -1:].argmax(-1)
         step_c(prompt, cp.expand(b, pos), cp)
         comp = torch.compile(step_c, backend="rocm_fused", options=opts, fullgraph=True)
-        tok_e = tok_c = first
-        for i in range(steps):
-            p = torch.tensor([pos + i])
-            ref = step_e(tok_e, p.expand(b, 1), p)
-            out = comp(tok_c, p.expand(b, 1), p)
-            err = float((out - ref).abs().max() / ref.abs().max())
-            assert err < 1e-4, (i, err)
-            tok_e, tok_c = ref.argmax(-1), out.argmax(-1)
-            assert torch.equal(tok_e, tok_c), (i, tok_e, tok_c)
+        greedy_equal(step_e, comp, first, pos, b, steps)
     reps = rocm_inductor.reports()
     assert reps
     for r in reps:

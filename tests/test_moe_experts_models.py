@@ -11,12 +11,10 @@ passes and counts are a real compile's, the kernels run under the interpreter ei
 
 from __future__ import annotations
 
-import importlib
-import sys
-
 import pytest
 import torch
-from bench_utils import BENCH
+from bench_utils import greedy_equal
+from bench_utils import hf_models as bench_hf_models
 from graph_utils import capture, graph_run_eagerly, needs_interpreter
 
 import rocm_inductor
@@ -28,13 +26,6 @@ TINY = dict(hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num
             num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=256,
             max_position_embeddings=256)
 EXPERT_GEMMS = ("aten.bmm.default", "aten._grouped_mm.default", "transformers.grouped_mm_fallback.default")
-
-
-def _hf_models():
-    """benchmarks/hf_models.py (imported by name: its dataclass needs its module in sys.modules)."""
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module("hf_models")
 
 
 def _model(impl: str):
@@ -50,18 +41,13 @@ def _model(impl: str):
     return model, cfg
 
 
-def _close(out: torch.Tensor, ref: torch.Tensor) -> None:
-    err = float((out - ref).abs().max() / ref.abs().max())
-    assert err < 1e-4, err
-
-
 @pytest.mark.slow
 # both forms through Triton, the reference on HF's default form only (the suite's time: each is a model compile)
 @pytest.mark.parametrize("impl,provider", [("grouped_mm", "reference"),
                                            pytest.param("grouped_mm", "triton", marks=needs_interpreter),
                                            pytest.param("batched_mm", "triton", marks=needs_interpreter)])
 def test_qwen3_moe_static_cache_decode(impl, provider):
-    hf_models = _hf_models()
+    hf_models = bench_hf_models()
     model, cfg = _model(impl)
     b, max_len, steps, pos = 2, 24, 3, 8
     step_e, (ids, _, _), _ = hf_models.decode_step(model, cfg, b, 1, 0, max_len, "cpu", torch.float32)
@@ -71,14 +57,7 @@ def test_qwen3_moe_static_cache_decode(impl, provider):
     opts = {"provider": "reference", "providers": {"moe_experts": provider}, "strict": True}
     with torch.no_grad(), capture() as seen, graph_run_eagerly(enabled=provider == "reference"):
         comp = torch.compile(step_c, backend="rocm_fused", options=opts, fullgraph=True)
-        tok_e = tok_c = ids
-        for i in range(steps):
-            p = torch.tensor([pos + i])
-            ref = step_e(tok_e, p.expand(b, 1), p)
-            out = comp(tok_c, p.expand(b, 1), p)
-            _close(out, ref)
-            tok_e, tok_c = ref.argmax(-1), out.argmax(-1)
-            assert torch.equal(tok_e, tok_c), (i, tok_e, tok_c)
+        greedy_equal(step_e, comp, ids, pos, b, steps)
     assert len(seen) == 1, "the decode step recompiled"
     cap = seen[0]
     assert sum(cap.before.get(k, 0) for k in EXPERT_GEMMS) == 2 * LAYERS, cap.before

@@ -12,12 +12,10 @@ compile's; their end-to-end compiles: test_moe_experts_models, test_attention_si
 
 from __future__ import annotations
 
-import importlib
-import sys
-
 import pytest
 import torch
-from bench_utils import BENCH
+from bench_utils import greedy_equal
+from bench_utils import hf_models as bench_hf_models
 from graph_utils import graph_run_eagerly, needs_interpreter
 
 import rocm_inductor
@@ -43,13 +41,6 @@ FAMILIES = {
 }
 
 
-def _hf_models():
-    """benchmarks/hf_models.py (imported by name: its dataclass needs its module in sys.modules)."""
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module("hf_models")
-
-
 def _model(family: str):
     conf_cls, model_cls, fields, _ = FAMILIES[family]
     cfg = getattr(transformers, conf_cls)(**COMMON, **fields)
@@ -67,7 +58,7 @@ def _model(family: str):
 
 
 def _run(family: str, provider: str) -> None:
-    hf_models = _hf_models()
+    hf_models = bench_hf_models()
     model, cfg = _model(family)
     b, max_len, steps, pos = 2, 16, 3, 8
     step_e, (ids, _, _), _ = hf_models.decode_step(model, cfg, b, 1, 0, max_len, "cpu", torch.float32)
@@ -78,15 +69,7 @@ def _run(family: str, provider: str) -> None:
     with torch.no_grad(), torch._inductor.config.patch(force_disable_caches=True), \
             graph_run_eagerly(enabled=family == "glm4_moe"):
         comp = torch.compile(step_c, backend="rocm_fused", options=opts, fullgraph=True)
-        tok_e = tok_c = ids
-        for i in range(steps):
-            p = torch.tensor([pos + i])
-            ref = step_e(tok_e, p.expand(b, 1), p)
-            out = comp(tok_c, p.expand(b, 1), p)
-            err = float((out - ref).abs().max() / ref.abs().max())
-            assert err < 1e-4, (i, err)
-            tok_e, tok_c = ref.argmax(-1), out.argmax(-1)
-            assert torch.equal(tok_e, tok_c), (i, tok_e, tok_c)
+        greedy_equal(step_e, comp, ids, pos, b, steps)
     reps = rocm_inductor.reports()
     assert 1 <= len(reps) <= 2, str(reps)  # GPT-OSS's sliding layer may recompile once (its length is an int)
     for r in reps:
