@@ -37,6 +37,8 @@ PASSES: tuple[PassInfo, ...] = (
     PassInfo("norm_gemm", ("rms_norm_gemm",)),
     # glu_gemm after both: it moves the gated activation into the epilogue of what they wrote.
     PassInfo("glu_gemm", ("glu_gemm", "rms_norm_glu_gemm")),
+    # qkv_rope_kv last: it folds a rope_kv_write into the q/k/v GEMM (merged_gemm / rms_norm_gemm) that feeds it.
+    PassInfo("qkv_rope_kv", ("qkv_rope_kv",)),
 )
 
 #: Pass names in run order.

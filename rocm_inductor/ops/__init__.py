@@ -9,8 +9,8 @@ calls that provider (``rocm_inductor.providers``). Importing this package regist
 # ::sample (sampling), ::sigmoid_gate (sigmoid_gate), ::decode_attention (attention),
 # ::all_reduce_add_rms_norm (all_reduce_norm), ::merged_gemm (gemm_merge), ::rms_norm_gemm (norm_gemm),
 # ::glu_gemm, ::rms_norm_glu_gemm (glu_gemm),
-# ::moe_routing (moe_routing), ::moe_experts (moe_experts), ::rope_kv_write (rope_kv). One statement (ruff's
-# isort, I001, merges them), one name per line.
+# ::moe_routing (moe_routing), ::moe_experts (moe_experts), ::rope_kv_write (rope_kv),
+# ::qkv_rope_kv (qkv_rope_kv). One statement (ruff's isort, I001, merges them), one name per line.
 from . import (  # noqa: F401
     all_reduce_norm,
     attention,
@@ -19,6 +19,7 @@ from . import (  # noqa: F401
     moe_experts,
     moe_routing,
     norm_gemm,
+    qkv_rope_kv,
     rms_norm,
     rope,
     rope_kv,

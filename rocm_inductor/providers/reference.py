@@ -234,6 +234,29 @@ def rms_norm_gemm_ref(x: torch.Tensor, residual: torch.Tensor | None, norm_weigh
     return outs + ([] if s is None else [s])
 
 
+def qkv_rope_kv_ref(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor | None,
+                    eps: float | None, offset: float, weights: list[torch.Tensor], biases: list[torch.Tensor | None],
+                    cos: torch.Tensor, sin: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                    positions: torch.Tensor, rotary_dim: int, interleaved: bool,
+                    half_table: bool) -> list[torch.Tensor]:
+    """``rocm_fused::qkv_rope_kv``: :func:`rms_norm_gemm_ref` (``eps`` given) or :func:`merged_gemm_ref` of the q/k/v
+    weights, the outputs split into (B, H, S, D) heads (``view(B, S, -1, D).transpose(1, 2)``, S =
+    ``positions.shape[0]``, D the caches' head_dim), then :func:`rope_kv_write_ref`: the unfused graph's ops, in order.
+
+    Returns:
+        ``[q_rot]`` ((B, H_q, S, D) contiguous), then ``s`` (x's shape) when ``residual`` is given.
+    """
+    if eps is None:
+        outs, s = merged_gemm_ref(x.reshape(-1, x.shape[-1]), weights, biases), None
+    else:
+        outs = rms_norm_gemm_ref(x, residual, norm_weight, eps, offset, weights, biases)
+        outs, s = outs[:3], (outs[3] if residual is not None else None)
+    seq, d = positions.shape[0], k_cache.shape[-1]
+    q, k, v = (o.view(o.shape[0] // seq, seq, -1, d).transpose(1, 2) for o in outs)
+    q_rot = rope_kv_write_ref(q, k, v, cos, sin, k_cache, v_cache, positions, rotary_dim, interleaved, half_table)
+    return [q_rot.contiguous()] + ([] if s is None else [s])
+
+
 def rms_norm_glu_gemm_ref(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor | None,
                           eps: float, offset: float, w_gate: torch.Tensor, w_up: torch.Tensor,
                           b_gate: torch.Tensor | None, b_up: torch.Tensor | None, activation: str
@@ -260,7 +283,7 @@ class ReferenceProvider(Provider):
                      "decode_attention", "all_reduce_add_rms_norm", "merged_gemm", "rms_norm_gemm"})
     ops = ops | {"moe_routing", "moe_experts"}  # reference_moe.py, reference_moe_experts.py
     ops = ops | {"glu_gemm", "rms_norm_glu_gemm"}  # reference_glu.py
-    ops = ops | {"rope_kv_write"}
+    ops = ops | {"rope_kv_write", "qkv_rope_kv"}
 
     def check(self, op, spec):
         """Every op, except a single GEMM (``merged_gemm`` with one weight): that is a speed choice over
@@ -315,6 +338,12 @@ class ReferenceProvider(Provider):
     def rope_kv_write(self, q, k, v, cos, sin, k_cache, v_cache, positions, rotary_dim, interleaved, half_table):
         """See :func:`rope_kv_write_ref`."""
         return rope_kv_write_ref(q, k, v, cos, sin, k_cache, v_cache, positions, rotary_dim, interleaved, half_table)
+
+    def qkv_rope_kv(self, x, residual, norm_weight, eps, offset, weights, biases, cos, sin, k_cache, v_cache, positions,
+                    rotary_dim, interleaved, half_table):
+        """See :func:`qkv_rope_kv_ref`."""
+        return qkv_rope_kv_ref(x, residual, norm_weight, eps, offset, weights, biases, cos, sin, k_cache, v_cache,
+                               positions, rotary_dim, interleaved, half_table)
 
     def sample(self, scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value,
                min_p, min_p_value, ban, is_probs, top_k_first):
