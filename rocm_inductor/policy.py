@@ -148,6 +148,15 @@ for _kind in ("rocm", "cuda"):
     PROVIDER_ORDER[_kind]["rope_kv_write"] = ("triton",)
     PASS_DEFAULTS[_kind]["rope_kv"] = False
 
+# qkv_rope_kv (RMSNorm + q/k/v GEMM + q/k RoPE + the K/V cache writes in one launch, issue 31): OFF on both GPU
+#   platforms until benchmarks/e2e/decode_step.py has A/B'd it on the H200 (it removes rope_kv_write's launch per
+#   layer; verified on CPU under the interpreter and AOT-compiled only). Our Triton kernel only (no vendor GEMM takes
+#   a RoPE + cache-write epilogue). Enable with options={"passes": {"qkv_rope_kv": True, "rope_kv": True}} on top of
+#   the gemm_merge / norm_gemm defaults.
+for _kind in ("rocm", "cuda"):
+    PROVIDER_ORDER[_kind]["qkv_rope_kv"] = ("triton",)
+    PASS_DEFAULTS[_kind]["qkv_rope_kv"] = False
+
 #: Smallest normalised size (the last dim) at which an RMSNorm is rewritten by default, per platform; a forced
 #: provider rewrites every size.
 #: - cuda: 512, so per-head q/k norms (head_dim 64-256: Qwen3, Gemma 3) stay with Inductor, which fuses them

@@ -8,7 +8,9 @@ ops the ``norm_gemm`` / ``gemm_merge`` and ``rope_kv`` passes write, in order,
     q = q2.view(B, S, H_q, D).transpose(1, 2)        (k, v likewise with H_kv: HF's / gpt-fast's head split)
     q_rot = rope_kv_write(q, k, v, cos, sin, k_cache, v_cache, positions, rotary_dim, interleaved, half_table)
 
-and the op returns ``[q_rot]`` ((B, H_q, S, D) contiguous), then ``s`` (x's shape) when there is a residual. Each
+and the op returns ``(q_rot, s)``: q_rot (B, H_q, S, D) contiguous, s the residual sum (x's shape) or an empty (0,)
+tensor without a residual (a mutating op returns tensors, not a list: Inductor's auto-functionalization takes no
+``List[Tensor]`` return). Each
 stage rounds where the unfused graph rounds (the projections to the model dtype, then the rotation in float32
 rounded once), so the op is the two ops' composition, not a new numerical recipe. S is ``positions.shape[0]``, B is
 M / S (M = x.numel() / K: row m of x is token (m // S, m % S), as the projections' ``view(B, S, -1, D)`` reads
@@ -83,8 +85,10 @@ def qkv_rope_kv(
     offset: float, weights: list[torch.Tensor], biases: list[torch.Tensor | None], cos: torch.Tensor,
     sin: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, positions: torch.Tensor, rotary_dim: int,
     interleaved: bool, half_table: bool, provider: str,
-) -> list[torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor]:
     """RMSNorm (optional) + q/k/v GEMMs + q/k RoPE + the K/V cache writes, by ``provider`` (module docstring).
+
+    A provider's ``qkv_rope_kv`` returns ``[q_rot]``, then ``s`` when ``residual`` is given.
 
     Args:
         x: (..., K) float16/bfloat16/float32: the norm's input (``eps`` given) or the projections' input.
@@ -97,7 +101,8 @@ def qkv_rope_kv(
         provider: chosen at compile time.
 
     Returns:
-        ``[q_rot]`` ((B, H_q, S, D) contiguous, x's dtype), then ``s`` (x's shape) when ``residual`` is given.
+        ``(q_rot, s)``: q_rot (B, H_q, S, D) contiguous, x's dtype; s the residual sum (x's shape) when ``residual``
+        is given, else an empty (0,) tensor of x's dtype.
 
     Raises:
         ValueError: :func:`check_args`. KeyError: unknown provider. ProviderUnavailable: its library is missing.
@@ -106,7 +111,8 @@ def qkv_rope_kv(
     outs = get_provider(provider).qkv_rope_kv(x, residual, norm_weight, eps, offset, list(weights), list(biases),
                                               cos, sin, k_cache, v_cache, positions, rotary_dim, interleaved,
                                               half_table)
-    return [t.contiguous() for t in outs]
+    s = outs[1].contiguous() if residual is not None else x.new_empty((0,))
+    return outs[0].contiguous(), s
 
 
 @qkv_rope_kv.register_fake
@@ -114,10 +120,8 @@ def _qkv_rope_kv_fake(x, residual, norm_weight, eps, offset, weights, biases, co
                       positions, rotary_dim, interleaved, half_table, provider):
     check_args(x, residual, norm_weight, eps, weights, biases, cos, k_cache, v_cache, positions, rotary_dim)
     q = head_views(x, weights, k_cache, positions)[0]
-    outs = [torch.empty(q.shape, dtype=x.dtype, device=x.device)]
-    if residual is not None:
-        outs.append(torch.empty(x.shape, dtype=x.dtype, device=x.device))
-    return outs
+    s = torch.empty(x.shape if residual is not None else (0,), dtype=x.dtype, device=x.device)
+    return torch.empty(q.shape, dtype=x.dtype, device=x.device), s
 
 
 def qkv_rope_kv_spec(x: Any, residual: Any, norm_weight: Any, normed: bool, offset: float, weights: list[Any],

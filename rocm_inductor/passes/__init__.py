@@ -20,6 +20,7 @@ def _passes() -> tuple:
     from .moe_experts import MoEExpertsPass
     from .moe_routing import MoeRoutingPass
     from .norm_gemm import NormGemmPass
+    from .qkv_rope_kv import QkvRoPEKVPass
     from .rms_norm import RMSNormPass
     from .rope import RoPEPass
     from .rope_kv import RoPEKVPass
@@ -31,8 +32,10 @@ def _passes() -> tuple:
     # folds the norms rms_norm rewrote into the GEMMs gemm_merge rewrote; glu_gemm after it: it moves the gated
     # activation into the epilogue of the gate/up GEMMs those two wrote.
     # rope_kv right after rope: it folds the rope ops that pass wrote with the K/V cache writes they feed.
+    # qkv_rope_kv last: it folds a rope_kv_write into the q/k/v GEMM (merged or with the norm) that feeds it.
     out = (RMSNormPass(), RoPEPass(), RoPEKVPass(), SigmoidGatePass(), MoeRoutingPass(), SamplingPass(),
-           AttentionPass(), AllReduceNormPass(), MoEExpertsPass(), GemmMergePass(), NormGemmPass(), GluGemmPass())
+           AttentionPass(), AllReduceNormPass(), MoEExpertsPass(), GemmMergePass(), NormGemmPass(), GluGemmPass(),
+           QkvRoPEKVPass())
     if [(p.name, tuple(p.ops)) for p in out] != [(i.name, i.ops) for i in PASSES]:
         raise RuntimeError("rocm_fused: the pass objects disagree with rocm_inductor.registry.PASSES")
     return out
