@@ -27,6 +27,7 @@ class TritonProvider(Provider):
     ops = ops | {"moe_routing", "moe_experts"}  # the router's top-k, the routed experts (GEMV / grouped tl.dot)
     ops = ops | {"glu_gemm", "rms_norm_glu_gemm"}  # gate/up with the gated activation in the epilogue
     ops = ops | {"rope_kv_write"}  # q/k RoPE + the K/V cache writes in one launch
+    ops = ops | {"qkv_rope_kv"}  # RMSNorm + q/k/v GEMMs + q/k RoPE + the K/V cache writes in one launch
     #: ``rope_cached`` clamps positions to the table inside the kernel (``rocm_fused::rope_cached``'s contract).
     clamps_rope_positions = True
 
@@ -50,6 +51,8 @@ class TritonProvider(Provider):
             reason = self.kernels("rope").check(spec)
         if reason is None and op == "rope_kv_write":
             reason = self.kernels("rope_kv").check(spec)
+        if reason is None and op == "qkv_rope_kv":
+            reason = self.kernels("qkv_rope_kv").check(spec)
         if reason is None and op == "sample":
             reason = self.kernels("sampling").check(spec)
         if reason is None and op == "decode_attention":
@@ -91,6 +94,14 @@ class TritonProvider(Provider):
         """See ``rocm_inductor.providers.triton.rope_kv.rope_kv_write`` (one launch, caches written in place)."""
         return self.kernels("rope_kv").rope_kv_write(q, k, v, cos, sin, k_cache, v_cache, positions, rotary_dim,
                                                       interleaved, half_table)
+
+    def qkv_rope_kv(self, x, residual, norm_weight, eps, offset, weights, biases, cos, sin, k_cache, v_cache, positions,
+                    rotary_dim, interleaved, half_table):
+        """See ``rocm_inductor.providers.triton.qkv_rope_kv.qkv_rope_kv`` (one launch: the GEMM's epilogue rotates
+        q and k and writes the caches)."""
+        return self.kernels("qkv_rope_kv").qkv_rope_kv(x, residual, norm_weight, eps, offset, weights, biases, cos,
+                                                       sin, k_cache, v_cache, positions, rotary_dim, interleaved,
+                                                       half_table)
 
     def merged_gemm(self, x, weights, biases):
         """See ``rocm_inductor.providers.triton.gemm_merge.merged_gemm`` (one launch, weights read in place)."""
