@@ -1,10 +1,11 @@
 """The ``qkv_rope_kv`` pass (issue 31): a q/k/v GEMM (``merged_gemm`` / ``rms_norm_gemm``) and the
 ``rope_kv_write`` it feeds -> ``rocm_fused::qkv_rope_kv``, one op per layer.
 
-Whole decoders (tiny HF Llama over a ``StaticCache``, gpt-fast's attention with its fused ``wqkv``; random weights, float32 on CPU): one op per layer, no
-``rope_kv_write`` and no q/k/v GEMM left in the graph Inductor lowers, greedy tokens equal to eager's with logits
-within 1e-4 (relative to their max), the caches equal to eager's. HF Qwen3 (per-head q/k RMSNorm between the
-projections and the RoPE) is a near-miss with its reason. Small functions: the norm-less form (``merged_gemm``), a
+Whole decoders (tiny HF Llama over a ``StaticCache``, with the reference and the interpreted Triton provider;
+gpt-fast's attention with its fused ``wqkv``; random weights, float32 on CPU): one op per layer, no ``rope_kv_write``
+and no q/k/v GEMM left in the graph Inductor lowers, greedy tokens equal to eager's with logits within 1e-4
+(relative to their max), the caches equal to eager's. HF Qwen3 (per-head q/k RMSNorm between the projections and
+the RoPE) is a near-miss with its reason. Small functions: the norm-less form (``merged_gemm``), a
 projection read elsewhere, the off-by-default gate and the fail-safe.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from bench_utils import greedy_equal, hf_models
+from fold_checks import OpCounter, assert_caches_in_place, assert_fail_safe, decode_hf, run_against_eager
 
 import rocm_inductor
 
@@ -20,46 +21,11 @@ PASSES = {"rope_kv": True, "gemm_merge": True, "norm_gemm": True, "qkv_rope_kv":
 OPTS = {"provider": "reference", "passes": PASSES, "strict": True}
 
 
-class _Counter:
-    """A ``post_grad_custom_post_pass``: the graph Inductor lowers, counted by target name."""
-
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, graph):
-        names = {}
-        for n in graph.nodes:
-            if n.op == "call_function":
-                names[str(n.target)] = names.get(str(n.target), 0) + 1
-        self.graphs.append(names)
-
-    def count(self, *subs):
-        return sum(c for g in self.graphs for t, c in g.items() if any(s in t for s in subs))
-
-
-def _decode_hf(family, opts, steps=3, b=2, pos=6, max_len=16):
-    hm = hf_models()
-    model, cfg = hm.build_model(family, "cpu", torch.float32, tiny=True)
-    step_e, (tok, _, _), cache_e = hm.decode_step(model, cfg, b, 1, 0, max_len, "cpu", torch.float32)
-    step_c, _, cache_c = hm.decode_step(model, cfg, b, 1, 0, max_len, "cpu", torch.float32)
-    counter = _Counter()
-    rocm_inductor.clear_reports()
-    torch._dynamo.reset()
-    with torch.no_grad(), torch._inductor.config.patch(force_disable_caches=True,
-                                                       post_grad_custom_post_pass=counter):
-        comp = torch.compile(step_c, backend="rocm_fused", options=opts, fullgraph=True)
-        greedy_equal(step_e, comp, tok, pos, b, steps)
-    for le, lc in zip(cache_e.layers, cache_c.layers):  # the in-place writes landed where eager's did
-        torch.testing.assert_close(lc.keys, le.keys, rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(lc.values, le.values, rtol=1e-5, atol=1e-5)
-    return cfg, counter
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("norm_gemm", [True, False])
 def test_hf_llama_decode(norm_gemm):
     """One op per layer (with the norm folded in, or from the merged GEMM alone), eager's tokens and caches."""
-    cfg, counter = _decode_hf("llama", {**OPTS, "passes": {**PASSES, "norm_gemm": norm_gemm}})
+    cfg, counter = decode_hf("llama", {**OPTS, "passes": {**PASSES, "norm_gemm": norm_gemm}})
     n = cfg.num_hidden_layers
     rep = rocm_inductor.reports()
     assert all(r.error is None for r in rep), [r.error for r in rep]
@@ -75,9 +41,17 @@ def test_hf_llama_decode(norm_gemm):
 
 
 @pytest.mark.slow
+def test_hf_llama_triton_provider_interpreted():
+    """The same decode with the Triton kernel (interpreter) as the op's provider: one launch per layer."""
+    cfg, counter = decode_hf("llama", {**OPTS, "providers": {"qkv_rope_kv": "triton"}}, steps=2)
+    assert counter.count("rocm_fused.qkv_rope_kv") == cfg.num_hidden_layers
+    assert {m.provider for m in rocm_inductor.reports().matches if m.op == "qkv_rope_kv"} == {"triton"}
+
+
+@pytest.mark.slow
 def test_hf_qwen3_qk_norm_is_a_near_miss():
     """Qwen3's per-head q/k RMSNorm sits between the projections and the RoPE: rope_kv_write stays, and says why."""
-    cfg, counter = _decode_hf("qwen3", OPTS, steps=2)
+    cfg, counter = decode_hf("qwen3", OPTS, steps=2)
     rep = rocm_inductor.reports()
     assert rep.count("qkv_rope_kv") == 0 and rep.count("rope_kv_write") == cfg.num_hidden_layers, str(rep)
     misses = [m.reason for m in rep.near_misses if m.pass_name == "qkv_rope_kv"]
@@ -90,7 +64,7 @@ def test_gpt_fast_attention_stack():
     slices of ``wqkv`` as q/k/v weights, one op per layer, caches equal to eager's."""
     from gpt_fast_attention import decode_vs_eager
 
-    counter = _Counter()
+    counter = OpCounter()
     eager, comp_model = decode_vs_eager(OPTS, post_grad_custom_post_pass=counter)
     caches = [(le, lc) for le, lc in zip(eager.modules(), comp_model.modules()) if hasattr(le, "k_cache")]
     assert len(caches) == 2
@@ -144,17 +118,7 @@ def _layer(x, res, gw, wq, wk, wv, cos, sin, kc, vc, pos, norm=True, leak=False)
 
 
 def _run(fn, opts=OPTS):
-    args = list(_inputs())
-    ea, ca = [a.clone() for a in args], [a.clone() for a in args]
-    rocm_inductor.clear_reports()
-    torch._dynamo.reset()
-    with torch.no_grad(), torch._inductor.config.patch(force_disable_caches=True):
-        ref = fn(*ea)
-        out = torch.compile(fn, backend="rocm_fused", options=opts, fullgraph=True)(*ca)
-    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(ca[8], ea[8], rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(ca[9], ea[9], rtol=1e-5, atol=1e-5)
-    return rocm_inductor.reports()
+    return run_against_eager(fn, list(_inputs()), opts, (8, 9))
 
 
 def test_layer_with_norm_matches():
@@ -196,30 +160,10 @@ def test_off_by_default_and_not_by_global_provider():
 def test_fail_safe_restores_the_graph(monkeypatch):
     from rocm_inductor.passes.qkv_rope_kv import QkvRoPEKVPass
 
-    def boom(*a, **k):
-        raise RuntimeError("boom")
-
-    monkeypatch.setattr(QkvRoPEKVPass, "emit", boom)
-    rep = _run(_layer, {**OPTS, "strict": False})
-    assert rep.count("qkv_rope_kv") == 0 and "boom" in (rep[0].error or "")
-    with pytest.raises(Exception, match="boom"):
-        _run(_layer)
+    assert_fail_safe(monkeypatch, QkvRoPEKVPass, lambda opts: _run(_layer, opts), OPTS, "qkv_rope_kv")
 
 
 def test_caches_written_in_place_by_the_op():
     """The code Inductor writes calls the op on the cache inputs themselves (no copy of a cache)."""
-    import re
-
-    from torch._inductor.utils import run_and_get_code
-
-    args = list(_inputs())
-    torch._dynamo.reset()
-    with torch.no_grad(), torch._inductor.config.patch(force_disable_caches=True):
-        comp = torch.compile(_layer, backend="rocm_fused", options=OPTS, fullgraph=True)
-        _, codes = run_and_get_code(comp, *args)
-    call = codes[0][codes[0].index("def call("):]
-    calls = re.findall(r"qkv_rope_kv\.default\((.*)\)", call)
-    assert len(calls) == 1, call
-    caches = re.findall(r"assert_size_stride\((arg\d+_1), \(2, 2, 8, 16\)", call)
-    assert len(caches) == 2 and all(c in calls[0] for c in caches), (caches, calls[0])
-    assert "rope_kv_write" not in call and "aten.copy_" not in call, call
+    call = assert_caches_in_place(_layer, list(_inputs()), OPTS, "qkv_rope_kv", (2, 2, 8, 16))
+    assert "rope_kv_write" not in call, call

@@ -12,54 +12,18 @@ from __future__ import annotations
 
 import pytest
 import torch
-from bench_utils import greedy_equal, hf_models
+from fold_checks import OpCounter, assert_caches_in_place, assert_fail_safe, decode_hf, run_against_eager
 
 import rocm_inductor
 
 OPTS = {"provider": "reference", "passes": {"rope_kv": True}, "strict": True}
 
 
-class _Counter:
-    """A ``post_grad_custom_post_pass``: the graph Inductor lowers, counted by target name."""
-
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, graph):
-        names = {}
-        for n in graph.nodes:
-            if n.op == "call_function":
-                t = str(n.target)
-                names[t] = names.get(t, 0) + 1
-        self.graphs.append(names)
-
-    def count(self, *subs):
-        return sum(c for g in self.graphs for t, c in g.items() if any(s in t for s in subs))
-
-
-def _decode_hf(family, opts, steps=3, b=2, pos=6, max_len=16):
-    hm = hf_models()
-    model, cfg = hm.build_model(family, "cpu", torch.float32, tiny=True)
-    step_e, (tok, _, _), cache_e = hm.decode_step(model, cfg, b, 1, 0, max_len, "cpu", torch.float32)
-    step_c, _, cache_c = hm.decode_step(model, cfg, b, 1, 0, max_len, "cpu", torch.float32)
-    counter = _Counter()
-    rocm_inductor.clear_reports()
-    torch._dynamo.reset()
-    with torch.no_grad(), torch._inductor.config.patch(force_disable_caches=True,
-                                                       post_grad_custom_post_pass=counter):
-        comp = torch.compile(step_c, backend="rocm_fused", options=opts, fullgraph=True)
-        greedy_equal(step_e, comp, tok, pos, b, steps)
-    for le, lc in zip(cache_e.layers, cache_c.layers):  # the in-place writes landed where eager's did
-        torch.testing.assert_close(lc.keys, le.keys, rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(lc.values, le.values, rtol=1e-5, atol=1e-5)
-    return cfg, counter
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["llama", "qwen3"])
 def test_hf_static_cache_decode(family):
     """One rope_kv_write per layer, nothing of the three kernels left, eager's tokens and caches."""
-    cfg, counter = _decode_hf(family, OPTS)
+    cfg, counter = decode_hf(family, OPTS)
     n = cfg.num_hidden_layers
     rep = rocm_inductor.reports()
     assert all(r.error is None for r in rep), [r.error for r in rep]
@@ -75,7 +39,7 @@ def test_hf_static_cache_decode(family):
 @pytest.mark.slow
 def test_hf_llama_rope_pass_off():
     """The rope pass off (its default on CUDA and ROCm): the rotation is found by its discovery, folded per layer."""
-    cfg, counter = _decode_hf("llama", {**OPTS, "passes": {"rope_kv": True, "rope": False}}, steps=2)
+    cfg, counter = decode_hf("llama", {**OPTS, "passes": {"rope_kv": True, "rope": False}}, steps=2)
     rep = rocm_inductor.reports()
     assert rep.count("rope_kv_write") == cfg.num_hidden_layers and rep.count("rope") == 0, str(rep)
     assert counter.count("rocm_fused.rope_kv_write") == cfg.num_hidden_layers
@@ -86,7 +50,7 @@ def test_hf_llama_rope_pass_off():
 def test_hf_llama_triton_provider_interpreted():
     """The same decode with the Triton kernel (interpreter) as the op's provider."""
     opts = {**OPTS, "providers": {"rope_kv_write": "triton"}}
-    _, counter = _decode_hf("llama", opts, steps=2)
+    _, counter = decode_hf("llama", opts, steps=2)
     assert counter.count("rocm_fused.rope_kv_write") == 2
     assert {m.provider for m in rocm_inductor.reports().matches if m.op == "rope_kv_write"} == {"triton"}
 
@@ -97,7 +61,7 @@ def test_gpt_fast_attention_stack():
     in the (B, S, H, D) layout (transposed after): q and k rotated in the caches' order, one op per layer."""
     from gpt_fast_attention import decode_vs_eager
 
-    counter = _Counter()
+    counter = OpCounter()
     eager, comp_model = decode_vs_eager(OPTS, post_grad_custom_post_pass=counter)
     caches = [(le, lc) for le, lc in zip(eager.modules(), comp_model.modules()) if hasattr(le, "k_cache")]
     assert len(caches) == 2
@@ -170,20 +134,11 @@ def _run(fn, opts=OPTS, bshd=False):
     args = list(_inputs())
     if bshd:
         args[5], args[6] = args[5].transpose(1, 2).contiguous(), args[6].transpose(1, 2).contiguous()
-    ea, ca = [a.clone() for a in args], [a.clone() for a in args]
     if bshd:
         def fn_e(*a, f=fn):
             return f(*a[:5], a[5].transpose(1, 2), a[6].transpose(1, 2), a[7])
         fn = fn_e
-    rocm_inductor.clear_reports()
-    torch._dynamo.reset()
-    with torch.no_grad(), torch._inductor.config.patch(force_disable_caches=True):
-        ref = fn(*ea)
-        out = torch.compile(fn, backend="rocm_fused", options=opts, fullgraph=True)(*ca)
-    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(ca[5], ea[5], rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(ca[6], ea[6], rtol=1e-5, atol=1e-5)
-    return rocm_inductor.reports()
+    return run_against_eager(fn, args, opts, (5, 6))
 
 
 def test_layer_matches_and_mutates_caches():
@@ -219,7 +174,7 @@ def test_rope_pass_off_uses_its_discovery():
 
 def test_rope_pass_off_unfolded_rotation_is_given_back():
     """A rotation discovered for a fold that is then not taken stays Inductor's (no rope op left)."""
-    counter = _Counter()
+    counter = OpCounter()
     with torch._inductor.config.patch(post_grad_custom_post_pass=counter):
         rep = _run(_other_positions, {**OPTS, "passes": {"rope_kv": True, "rope": False}})
     assert rep.count("rope_kv_write") == 0 and rep.count("rope") == 0, str(rep)
@@ -253,30 +208,10 @@ def test_off_by_default_and_not_by_global_provider():
 def test_fail_safe_restores_the_graph(monkeypatch):
     from rocm_inductor.passes.rope_kv import RoPEKVPass
 
-    def boom(*a, **k):
-        raise RuntimeError("boom")
-
-    monkeypatch.setattr(RoPEKVPass, "emit", boom)
-    rep = _run(_layer, {**OPTS, "strict": False})
-    assert rep.count("rope_kv_write") == 0 and "boom" in (rep[0].error or "")
-    with pytest.raises(Exception, match="boom"):
-        _run(_layer)
+    assert_fail_safe(monkeypatch, RoPEKVPass, lambda opts: _run(_layer, opts), OPTS, "rope_kv_write")
 
 
 def test_caches_written_in_place_by_the_op():
-    """The code Inductor writes calls the op on the cache inputs themselves (no copy of a cache, no index_put)."""
-    import re
-
-    from torch._inductor.utils import run_and_get_code
-
-    args = list(_inputs())
-    torch._dynamo.reset()
-    with torch.no_grad(), torch._inductor.config.patch(force_disable_caches=True):
-        comp = torch.compile(_layer, backend="rocm_fused", options=OPTS, fullgraph=True)
-        _, codes = run_and_get_code(comp, *args)
-    call = codes[0][codes[0].index("def call("):]
-    calls = re.findall(r"rope_kv_write\.default\((.*)\)", call)
-    assert len(calls) == 1, call
-    caches = re.findall(r"assert_size_stride\((arg\d+_1), \(1, 2, 8, 16\)", call)  # the two (1, 2, 8, 16) inputs
-    assert len(caches) == 2 and all(c in calls[0] for c in caches), (caches, calls[0])  # passed as they are
-    assert "index_put" not in call and "aten.copy_" not in call, call
+    """The code Inductor writes calls the op on the cache inputs themselves (no copy of a cache)."""
+    call = assert_caches_in_place(_layer, list(_inputs()), OPTS, "rope_kv_write", (1, 2, 8, 16))
+    assert "index_put" not in call, call
