@@ -12,11 +12,13 @@ The rewrite: the op goes where the ``rope_kv_write`` was (every input of the GEM
 write's readers read the op's q output, the readers of the norm's residual sum (``rms_norm_gemm``'s last output)
 read the op's, and the write, the views, the getitems and the GEMM go.
 
-Left alone, each a near-miss with its reason (at the write): q, k or v that is not a view of a GEMM output (Qwen3's
-per-head q/k RMSNorm sits between the projection and the RoPE; separate GEMMs that ``gemm_merge`` did not merge); the
-three from different GEMMs, or a GEMM of other than three weights; a projection or view also read elsewhere (the op
-never stores the unrotated projections); a head split of another layout; a reader of the residual sum before the
-write (the fold would move the norm past it); what no provider takes.
+Left alone, each a near-miss with its reason (at the write): q, k or v that is not a view or slice of a GEMM output
+(Qwen3's per-head q/k RMSNorm sits between the projection and the RoPE; a ``select`` / ``unbind`` or an index); the
+three from different GEMMs (separate GEMMs that ``gemm_merge`` did not merge); an ATen ``addmm`` the op cannot
+express (``beta`` / ``alpha`` other than 1, a bias that is not (N,): ``gemm_merge``'s ``Gemm.why_not``) or a (K, N)
+weight; a projection or view also read elsewhere (the op never stores the unrotated projections); a head split of
+another layout; a reader of the residual sum before the write (the fold would move the norm past it); what no
+provider takes.
 
 Off on every platform until measured on a GPU (``policy.PASS_DEFAULTS``); not switched on by a forced global
 ``provider=``: ``options={"passes": {"qkv_rope_kv": True}}`` with ``rope_kv`` and ``gemm_merge`` (and ``norm_gemm``
@@ -81,6 +83,7 @@ class Source:
     index: int
     out: Node
     chain: list[Node]
+    why: str | None = None  #: why an ATen GEMM cannot be the op's (scaled addmm, broadcast bias, (K, N) weight)
 
 
 def _source(n: Any) -> Source | None:
@@ -91,8 +94,10 @@ def _source(n: Any) -> Source | None:
         n = n.args[0]
     if is_call(n, operator.getitem) and is_call(n.args[0], _MERGED, _NORMED):
         return Source(n.args[0], n.args[1], n, [*chain, n])
-    if is_call(n, aten.mm.default, aten.addmm.default) and Gemm(n).is_nk:  # gpt-fast's wqkv, split after
-        return Source(n, 0, n, chain)
+    if is_call(n, aten.mm.default, aten.addmm.default):  # gpt-fast's wqkv, split after
+        g = Gemm(n)
+        why = g.why_not() or (None if g.is_nk else "its weight is a (K, N) matrix, not an (N, K) weight transposed")
+        return Source(n, 0, n, chain, why)
     return None
 
 
@@ -133,8 +138,11 @@ def read_fold(graph: Graph, write: Node) -> Fold:
     found = [_source(t) for t in (q, k, v)]
     for name, f in zip("qkv", found, strict=True):
         if f is None:
-            raise Miss(f"{name} is not a view of a q/k/v GEMM output (merged_gemm / rms_norm_gemm / mm): something "
-                       "sits between the projection and the RoPE (e.g. a per-head q/k RMSNorm)")
+            raise Miss(f"{name} is not a view or slice of a q/k/v GEMM output (merged_gemm / rms_norm_gemm / mm): "
+                       "something else sits between the projection and the RoPE (e.g. a per-head q/k RMSNorm, a "
+                       "select or an index)")
+        if f.why is not None:
+            raise Miss(f"{name}'s GEMM: {f.why}")
     gemm = found[0].gemm
     if any(f.gemm is not gemm for f in found):
         raise Miss("q, k and v come from different GEMMs (the fold takes one q/k/v GEMM)")
