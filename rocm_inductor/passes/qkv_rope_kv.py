@@ -42,7 +42,7 @@ from ..registry import ops_of
 from ..report import Match as MatchRecord
 from ..report import describe, location_of
 from .context import PassContext
-from .contract import Candidate, Miss, RewritePass
+from .contract import Candidate, Miss, RewritePass, choose_or_miss
 from .fx import RESHAPES, insert_call, is_call, same, val
 from .gemm_merge import var_ranges
 from .gemm_merge.group import Gemm
@@ -214,10 +214,7 @@ class QkvRoPEKVPass(RewritePass):
                                     val(w.args[5]), val(w.args[7]), rd, inter, half, params.m_upper)
         except ValueError as e:
             raise Miss(str(e)) from None
-        choice = ctx.choose("qkv_rope_kv", spec)
-        if choice.provider is None:
-            raise Miss(choice.why_not)
-        return choice
+        return choose_or_miss(ctx, "qkv_rope_kv", spec)
 
     @staticmethod
     def _rows(graph: Graph, before: Node, t: tuple[Any, int, int]) -> Any:

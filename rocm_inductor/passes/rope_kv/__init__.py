@@ -48,7 +48,7 @@ from ...registry import ops_of
 from ...report import Match as MatchRecord
 from ...report import describe, location_of
 from ..context import PassContext
-from ..contract import Candidate, Miss, RewritePass, run_pass
+from ..contract import Candidate, Miss, RewritePass, choose_or_miss, run_pass
 from ..fx import insert_call, is_call, val
 from .discover import CacheRoPE, undo
 from .read import WHAT, Fold, positions_of, read_fold, source
@@ -134,10 +134,7 @@ class RoPEKVPass(RewritePass):
                                                   params.kw.args[1][2])), rd)
         except ValueError as e:
             raise Miss(str(e)) from None
-        choice = ctx.choose("rope_kv_write", spec)
-        if choice.provider is None:
-            raise Miss(choice.why_not)
-        return choice
+        return choose_or_miss(ctx, "rope_kv_write", spec)
 
     @staticmethod
     def _permuted(graph: Graph, p: Fold, t, table: bool):

@@ -29,6 +29,7 @@ import triton
 from .._gemm_limits import MAX_WEIGHTS, single_refused
 from . import gemm_kernels as kernels
 from . import gemm_knobs as knobs
+from ._launch import on_device
 from .gemm_configs import (
     DTYPES,
     MAX_M,
@@ -187,10 +188,7 @@ def launch(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tens
                 HB3=hb[3], SPLIT_K=split, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, MANUAL_BF16=manual,
                 num_warps=4)
 
-    if x.is_cuda and x.device.index != torch.cuda.current_device():
-        with torch.cuda.device(x.device):  # Triton launches on the current device
-            run()
-    else:
+    with on_device(x):
         run()
     return outs
 

@@ -35,6 +35,7 @@ import triton.language as tl
 from ..reference_glu import ACTIVATIONS
 from . import gemm_merge as gm
 from . import rms_norm as rms
+from ._launch import on_device
 from .gemm_configs import GEMV_MAX_M, MAX_THREADS, NORM_DOT_MK, Config, warp_size
 from .gemm_kernels import _norm_row, _norm_tile
 from .rms_norm import _inv_rms, _round_to
@@ -213,10 +214,7 @@ def launch(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, b_gate, b_
             HAS_RES=norm is not None and norm.residual is not None,
             HAS_G=norm is not None and norm.weight is not None, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
-    if x.is_cuda and x.device.index != torch.cuda.current_device():
-        with torch.cuda.device(x.device):
-            run()
-    else:
+    with on_device(x):
         run()
     return out
 

@@ -39,6 +39,7 @@ from . import qkv_rope_kv_kernels as kernels
 from . import rms_norm as rms
 from . import rope as _rope
 from . import rope_kv as _rope_kv
+from ._launch import on_device
 from .gemm_configs import GEMV_MAX_M, MAX_THREADS, NORM_DOT_MK, Config, dot_prologue_fits, gemv_full_tiles, warp_size
 
 #: Weight elements per thread above which :func:`tile_config` narrows a full-K GEMV tile that lost its K split
@@ -217,10 +218,7 @@ def qkv_rope_kv(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: tor
               HAS_RES=res is not None, HAS_G=normed and norm_weight is not None, num_warps=cfg.num_warps,
               num_stages=cfg.num_stages)
     grid = (nqp + 2 * nkp,)
-    if x.is_cuda and x.device.index != torch.cuda.current_device():
-        with torch.cuda.device(x.device):  # Triton launches on the current device
-            kernels._qkv_rope_kv_kernel[grid](*call, **kw)
-    else:
+    with on_device(x):
         kernels._qkv_rope_kv_kernel[grid](*call, **kw)
     return outs
 

@@ -29,6 +29,7 @@ import triton
 import triton.language as tl
 
 from ...report import dtype_name
+from ._launch import on_device
 
 #: Input (and output) dtypes the kernels take.
 INPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -231,10 +232,7 @@ def _launch(x2, r2, weight, y, s, eps, offset, fused_add):
     kw = dict(HAS_WEIGHT=weight is not None, FUSED_ADD=fused_add, BLOCK_N=block_n, ROWS=rows,
               MANUAL_BF16=not x2.is_cuda, EARLY_W=early_weight(block_n, rows, num_warps, ws),
               num_warps=num_warps)
-    if x2.is_cuda and x2.device.index != torch.cuda.current_device():
-        with torch.cuda.device(x2.device):  # Triton launches on the current device
-            _rms_norm_kernel[grid](*args, **kw)
-    else:
+    with on_device(x2):
         _rms_norm_kernel[grid](*args, **kw)
 
 

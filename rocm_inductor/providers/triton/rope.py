@@ -30,6 +30,7 @@ import triton
 import triton.language as tl
 
 from ...report import dtype_name
+from ._launch import on_device
 from .rms_norm import _round_to
 
 #: Input dtypes the kernel takes (tables: any float dtype, loaded and upcast).
@@ -250,10 +251,7 @@ def _launch(q, k, tq, tk, cached, rotary_dim, interleaved, half_table):
               num_warps=num_warps)
     call = (q4, qo, k4, qo if ko is None else ko, c_ptr, s_ptr, p_ptr, *args(q4, tq),
             *args(k4, tk), d, rotary_dim, nqp, tq[1].shape[0] if cached else 1)
-    if q.is_cuda and q.device.index != torch.cuda.current_device():
-        with torch.cuda.device(q.device):  # Triton launches on the current device
-            _rope_kernel[grid](*call, **kw)
-    else:
+    with on_device(q):
         _rope_kernel[grid](*call, **kw)
     return qo, ko
 

@@ -29,6 +29,7 @@ import triton.language as tl
 
 from ...report import dtype_name
 from . import rope as _rope
+from ._launch import on_device
 from .rms_norm import _round_to
 from .rope import _pair_index, _pair_tables, _rope_rows
 
@@ -177,10 +178,7 @@ def rope_kv_write(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.
     kw = dict(INTERLEAVED=bool(interleaved), HALF_TABLE=bool(half_table), HAS_TAIL=rotary_dim < d,
               BLOCK_H=block_h, BLOCK_T=block_t, ROWS=rows, BLOCK_V=block_v, ROWS_V=rows_v, CT=ct, num_warps=warps)
     grid = (nqp + nkp + nvp,)
-    if q.is_cuda and q.device.index != torch.cuda.current_device():
-        with torch.cuda.device(q.device):  # Triton launches on the current device
-            _rope_kv_kernel[grid](*call, **kw)
-    else:
+    with on_device(q):
         _rope_kv_kernel[grid](*call, **kw)
     return qo
 

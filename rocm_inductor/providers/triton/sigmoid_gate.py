@@ -35,6 +35,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ._launch import on_device
 from .rms_norm import _round_to
 
 #: dtypes of the fast path (the pass rewrites only these to this kernel).
@@ -213,10 +214,7 @@ def sigmoid_gate(x: torch.Tensor, gate: torch.Tensor, config: triton.Config | No
     else:
         launch = lambda: _tuned_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](  # noqa: E731
             xc, gc, y, n, bucket)
-    if x.is_cuda and x.device.index != torch.cuda.current_device():
-        with torch.cuda.device(x.device):  # Triton launches on the current device
-            launch()
-    else:
+    with on_device(x):
         launch()
     if config is None:
         _TUNED.add(key)

@@ -8,6 +8,7 @@ import torch
 import triton
 
 from ..._sampling_args import ban_rows, per_row
+from .._launch import on_device
 from . import knobs
 from . import rows as _rows
 from .common import (
@@ -54,12 +55,9 @@ def sample(scores: torch.Tensor, seed: torch.Tensor, temperature: torch.Tensor |
     reason = check({"dtype": scores.dtype})
     if reason is not None:
         raise ValueError(reason)
-    if scores.is_cuda and scores.device.index != torch.cuda.current_device():
-        with torch.cuda.device(scores.device):
-            return _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, top_p,
-                           top_p_value, min_p, min_p_value, ban, is_probs, top_k_first)
-    return _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value,
-                   min_p, min_p_value, ban, is_probs, top_k_first)
+    with on_device(scores):
+        return _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value,
+                       min_p, min_p_value, ban, is_probs, top_k_first)
 
 
 def _sample(scores, seed, temperature, temperature_value, top_k, top_k_value, top_p, top_p_value, min_p,
