@@ -41,8 +41,9 @@ from .rope_kv import rope_kv_spec
 
 
 def head_views(x: Any, weights: list[Any], k_cache: Any, positions: Any) -> tuple[Any, Any, Any]:
-    """The (B, H, S, D) views of the three projections, as empty tensors of x's kind (real, fake or meta), from
-    the shapes alone: what the unfused graph hands ``rope_kv_write``.
+    """The (B, H, S, D) views of the three projections, from the shapes alone: what the unfused graph hands
+    ``rope_kv_write``. Meta tensors of x's dtype (shape, strides and dtype only): the op's body checks them on
+    every call, so they allocate nothing.
 
     Raises:
         ValueError: three weights are not given, M is not a multiple of S, or an N is not a multiple of D.
@@ -58,7 +59,7 @@ def head_views(x: Any, weights: list[Any], k_cache: Any, positions: Any) -> tupl
     for name, w in zip("qkv", weights, strict=True):
         if w.ndim != 2 or w.shape[0] % d:
             raise ValueError(f"qkv_rope_kv: {name} weight {tuple(w.shape)} is not (heads * {d}, K)")
-        out.append(x.new_empty((b, s, w.shape[0] // d, d)).transpose(1, 2))
+        out.append(torch.empty((b, s, w.shape[0] // d, d), dtype=x.dtype, device="meta").transpose(1, 2))
     return tuple(out)
 
 
