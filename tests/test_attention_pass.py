@@ -348,6 +348,31 @@ def test_math_form_weights_returned_is_a_near_miss():
     torch.testing.assert_close(out[0], fn(q, k, v, mask)[0])
 
 
+@pytest.mark.parametrize("form", ["heads_in_rows", "v_3d"])
+def test_math_form_3d_p_at_v_not_b_h_is_a_near_miss(form):
+    """4D scores and softmax, then a 3D ``P @ V`` that is no (B*H) flattening of (B, H, L, D) tensors, its result
+    used 3D: the heads folded into the query rows ((B, H*Lq, Lkv) @ (B, Lkv, Dv) of a 1-head V), or V a plain
+    (B*H, Lkv, Dv) input that is no view of a 4D tensor. Both stay, with the 3D bmm's reason (the fold at batch 1,
+    ``math_form._check_merged``, takes only the (B*H, Lq, Lkv) @ (B*H, Lkv, Dv) flattenings)."""
+    q, k, v = qkv(hkv=1)
+    if form == "v_3d":
+        v = v.expand(2, 8, 24, 16).reshape(16, 24, 16).clone()
+
+    def fn(q, k, v):
+        p = torch.softmax(q @ k.transpose(-1, -2) * 0.25, -1)  # (2, 8, 1, 24)
+        if form == "heads_in_rows":
+            return torch.bmm(p.reshape(2, 8, 24), v.reshape(2, 24, 16)).reshape(2, -1)
+        return torch.bmm(p.reshape(16, 1, 24), v).reshape(2, -1)
+
+    out, seen = compile_run(fn, q, k, v)
+    assert all(c.after[OP] == 0 for c in seen)
+    (miss,) = attention_misses(seen)
+    assert miss.reason.startswith("the attention is a 3D bmm over (B*H, L, D)"), miss.reason
+    if form == "heads_in_rows":
+        assert "not (B*H, Lq, Lkv) @ (B*H, Lkv, Dv) flattenings" in miss.reason, miss.reason
+    torch.testing.assert_close(out, fn(q, k, v))
+
+
 def test_math_form_v_head_dim_differs():
     """Dv != D (CPU SDPA decomposes it): V sliced after its repeat, so K and V are taken as given."""
     q, k, v = qkv()

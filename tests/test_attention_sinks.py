@@ -302,6 +302,27 @@ def test_pass_rewrites_gpt_oss_attention(provider, dtype, sink_dtype, window):
         assert_contract(out, want, ref64)
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("window", [None, 4])
+def test_pass_rewrites_gpt_oss_attention_at_batch_1(provider, window):
+    """Batch 1 with GPT-OSS's head merge ``attn_output.reshape(*input_shape, -1)`` after the attention: the
+    transpose of (1, H, 1, D) moves only size-1 dims, so ``views.py`` folds the P @ V view, transpose and reshape
+    into one reshape of the 3D bmm (no (B, H, Lq, Dv) view left). Still one decode_attention with sinks, its
+    output flattened back to the bmm's (H, 1, D); numerics as eager's."""
+    q, k, v = _qkv_step(torch.float32, b=1)
+    pos = torch.tensor([13])
+    e_mod, c_mod = GptOssStyle(b=1, window=window).eval(), GptOssStyle(b=1, window=window).eval()
+    merge = lambda mod: lambda *a: mod(*a).reshape(1, 1, -1)  # noqa: E731  (GptOssAttention's head merge)
+    out, seen = compile_run(merge(c_mod), q, k, v, pos, options={"provider": provider})
+    (c,) = seen
+    assert c.after[OP] == 1 and c.after["aten.bmm.default"] == 0 and c.after["aten.cat.default"] == 0, c.after
+    (m,) = _matches(seen)
+    assert "with sinks" in m.note and "P @ V used (B*H, Lq, Dv)" in m.note and "GQA 8/2=4" in m.note, m.note
+    assert _misses(seen) == []
+    with torch.no_grad():
+        torch.testing.assert_close(out, merge(e_mod)(q, k, v, pos), atol=2e-5, rtol=2e-5)
+
+
 @pytest.mark.parametrize("form,reason", [
     ("per_batch", "not one logit per query head"),
     ("sink_first", "sliced other than [..., :-1]"),
@@ -366,14 +387,9 @@ def _tiny_gpt_oss():
     return model, cfg
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("provider", PROVIDERS)
-def test_tiny_gpt_oss_static_cache_decode(provider):
-    """Greedy decode of a tiny GPT-OSS over a StaticCache (benchmarks/hf_models.py's step), prefilled eagerly past
-    the sliding window: every layer's attention (sliding and full) becomes decode_attention with sinks, logits
-    within 1e-4 of eager's (relative to their max), greedy tokens equal to eager's. The reference case is the
-    suite's end-to-end GPT-OSS compile; the Triton case runs its rewritten graphs eagerly (``graph_run_eagerly``:
-    the passes and counts are a real compile's, the kernel runs under the interpreter either way)."""
+def _decode_tiny_gpt_oss(provider, b):
+    """Greedy decode of :func:`_tiny_gpt_oss` at batch ``b`` (the model test below); returns the reports' notes
+    of decode_attention."""
     from bench_utils import greedy_equal
     from bench_utils import hf_models as bench_hf_models
 
@@ -381,7 +397,7 @@ def test_tiny_gpt_oss_static_cache_decode(provider):
 
     hf_models = bench_hf_models()
     model, cfg = _tiny_gpt_oss()
-    b, max_len, steps, pos = 2, 16, 3, 6
+    max_len, steps, pos = 16, 3, 6
     step_e, _, _ = hf_models.decode_step(model, cfg, b, 1, 0, max_len, "cpu", torch.float32)
     step_c, _, _ = hf_models.decode_step(model, cfg, b, 1, 0, max_len, "cpu", torch.float32)
     prompt = torch.randint(0, cfg.vocab_size, (b, pos), generator=torch.Generator().manual_seed(1))
@@ -405,3 +421,24 @@ def test_tiny_gpt_oss_static_cache_decode(provider):
     assert all("with sinks" in n and m_p == provider for n, m_p in
                zip(notes, [m.provider for m in reps.matches if m.op == "decode_attention"])), notes
     assert any("kv_len=4 " in n for n in notes) and any(f"kv_len={max_len} " in n for n in notes), notes
+    return notes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_tiny_gpt_oss_static_cache_decode(provider):
+    """Greedy decode of a tiny GPT-OSS over a StaticCache (benchmarks/hf_models.py's step), prefilled eagerly past
+    the sliding window: every layer's attention (sliding and full) becomes decode_attention with sinks, logits
+    within 1e-4 of eager's (relative to their max), greedy tokens equal to eager's. The reference case is the
+    suite's end-to-end GPT-OSS compile; the Triton case runs its rewritten graphs eagerly (``graph_run_eagerly``:
+    the passes and counts are a real compile's, the kernel runs under the interpreter either way)."""
+    _decode_tiny_gpt_oss(provider, 2)
+
+
+@pytest.mark.slow
+def test_tiny_gpt_oss_static_cache_decode_batch_1():
+    """The same decode at batch 1 (reference provider): the head merge after P @ V folds into one reshape of the 3D
+    bmm there (``math_form._check_merged``), which was a near-miss ("the attention is a 3D bmm over (B*H, L, D)")
+    on both layers; now both are decode_attention with sinks, logits and greedy tokens as eager's."""
+    notes = _decode_tiny_gpt_oss("reference", 1)
+    assert notes and all("P @ V used (B*H, Lq, Dv)" in n for n in notes), notes

@@ -67,7 +67,9 @@ class Attention:
         plan: set by the gate (:func:`check`) for the rewrite; positions: the causal term of the mask as query
             positions (``positions.py``), set by the gate, or None; softcap: the logit soft cap (0.0: none);
         flat: a (B*H)-flattened 3D attention (``score_forms.py``): q/k/v are its (B', 1, L, D) views and ``node``
-            the 3D ``P @ V``, whose users get the op's output viewed back to 3D.
+            the 3D ``P @ V``, whose users get the op's output viewed back to 3D;
+        merged: a 4D attention whose ``node`` is its 3D ``P @ V`` (B*H, Lq, Dv), used without the (B, H, Lq, Dv)
+            view (``math_form._check_merged``: B = 1): its users get the op's output flattened back to 3D.
     """
 
     node: Node
@@ -83,6 +85,7 @@ class Attention:
     positions: Positions | None = None
     softcap: float = 0.0
     flat: bool = False
+    merged: bool = False
 
 
 def q_len_limit(ctx: PassContext) -> int:
@@ -265,6 +268,8 @@ def emit(graph: Graph, att: Attention, choice: Choice) -> Match:
     new = insert_call(graph, at, torch.ops.rocm_fused.decode_attention.default, args, kw, like=at)
     if att.flat:  # (B', 1, Lq, Dv) -> the 3D bmm's (B', Lq, Dv)
         new = insert_call(graph, at, aten.squeeze.dim, (new, 1), like=at)
+    elif att.merged:  # (B, H, Lq, Dv) -> the bmm's (B*H, Lq, Dv)
+        new = insert_call(graph, at, aten.reshape.default, (new, [-1, *shape(at)[1:]]), like=at)
     if att.tuple_out or plan.narrow:  # getitem [0] / the down-cast users take the op's output
         for u in list(at.users):
             u.replace_all_uses_with(new)
