@@ -94,7 +94,8 @@ PROVIDER_ORDER: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 # moe_experts: our Triton experts kernel only, on both GPU platforms (no vendor fused-MoE kernel is wrapped yet).
-#   Verified on CPU (interpreter) only; not measured: benchmarks/e2e/moe_decode.py.
+#   Measured on the H200 alone (runs/moe_experts.csv) and in the decode step (runs/moe_decode.csv); ROCm: CPU
+#   interpreter and AOT compiles only.
 for _kind in ("rocm", "cuda"):
     PROVIDER_ORDER[_kind]["moe_experts"] = ("triton",)
 
@@ -133,10 +134,12 @@ PASS_DEFAULTS: dict[str, dict[str, bool]] = {
 for _kind in ("rocm", "cuda"):
     PASS_DEFAULTS[_kind]["glu_gemm"] = False
 
-# moe_experts: OFF on both GPU platforms until benchmarks/e2e/moe_decode.py has measured the decode step on the
-#   H200 (the kernel's tiles are not tuned). Enable with options={"passes": {"moe_experts": True}}.
-for _kind in ("rocm", "cuda"):
-    PASS_DEFAULTS[_kind]["moe_experts"] = False
+# moe_experts + moe_routing, cuda: ON together: the decode step with both beats Inductor at every measured batch
+#   (runs/moe_decode.csv, run 2026-12-05-0222-moe_decode, 4 layers, grouped_mm: Qwen3-MoE 1.41x / 1.51x / 1.89x,
+#   GPT-OSS 1.23x / 1.44x / 1.72x at B = 1 / 8 / 32). rocm: OFF until measured there. Disable with
+#   options={"passes": {"moe_experts": False, "moe_routing": False}}.
+PASS_DEFAULTS["rocm"]["moe_experts"] = False
+PASS_DEFAULTS["cuda"]["moe_experts"] = True
 
 # rope_kv (q/k RoPE + the K/V cache writes in one launch, issue 31): OFF on both GPU platforms until
 #   benchmarks/e2e/decode_step.py has A/B'd it on the H200 (issue 31's profile: 3 launches, ~3.5 us of kernel time plus
@@ -170,10 +173,12 @@ NORM_MIN_HIDDEN: dict[str, int] = {"cuda": 512, "rocm": 0, "cpu": 0}
 #   DeepSeek-V3's sigmoid groups with 1 or 8 groups; providers/_moe_routing_limits.py lists what it takes, read
 #   from its source), then our Triton kernel. Not measured on ROCm: verified on CPU stand-ins only
 #   (tests/test_moe_routing_pass.py); AITER never picks a NaN score where torch.topk ranks it first (docs/vendors.md).
-# - cuda: our Triton kernel (no FlashInfer router top-k is wrapped). Not yet measured: the op alone against
-#   Inductor's kernels is benchmarks/ops/bench_moe_routing.py.
-# - the pass is OFF on both until measured (enable with options={"passes": {"moe_routing": True}}).
+# - cuda: our Triton kernel (no FlashInfer router top-k is wrapped). Measured inside the MoE decode step with
+#   moe_experts (see moe_experts above; the op alone against Inductor's kernels is benchmarks/ops/bench_moe_routing.py,
+#   not run yet).
+# - the pass is ON for cuda (with moe_experts, same evidence) and OFF for rocm until measured there (enable with
+#   options={"passes": {"moe_routing": True}}).
 PROVIDER_ORDER["rocm"]["moe_routing"] = ("aiter", "triton")
 PROVIDER_ORDER["cuda"]["moe_routing"] = ("triton",)
 PASS_DEFAULTS["rocm"]["moe_routing"] = False
-PASS_DEFAULTS["cuda"]["moe_routing"] = False
+PASS_DEFAULTS["cuda"]["moe_routing"] = True

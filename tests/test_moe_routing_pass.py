@@ -239,7 +239,8 @@ def test_op_validates_its_arguments():
 def test_policy_entries():
     assert PROVIDER_ORDER["rocm"]["moe_routing"] == ("aiter", "triton")
     assert PROVIDER_ORDER["cuda"]["moe_routing"] == ("triton",)
-    assert PASS_DEFAULTS["rocm"]["moe_routing"] is False and PASS_DEFAULTS["cuda"]["moe_routing"] is False
+    assert PASS_DEFAULTS["rocm"]["moe_routing"] is False and PASS_DEFAULTS["cuda"]["moe_routing"] is True
+    assert PASS_DEFAULTS["rocm"]["moe_experts"] is False and PASS_DEFAULTS["cuda"]["moe_experts"] is True
 
 
 @pytest.fixture
