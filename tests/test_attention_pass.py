@@ -353,7 +353,7 @@ def test_math_form_3d_p_at_v_not_b_h_is_a_near_miss(form):
     """4D scores and softmax, then a 3D ``P @ V`` that is no (B*H) flattening of (B, H, L, D) tensors, its result
     used 3D: the heads folded into the query rows ((B, H*Lq, Lkv) @ (B, Lkv, Dv) of a 1-head V), or V a plain
     (B*H, Lkv, Dv) input that is no view of a 4D tensor. Both stay, with the 3D bmm's reason (the fold at batch 1,
-    ``math_form._check_merged``, takes only the (B*H, Lq, Lkv) @ (B*H, Lkv, Dv) flattenings)."""
+    ``score_forms.check_merged``, takes only the (B*H, Lq, Lkv) @ (B*H, Lkv, Dv) flattenings)."""
     q, k, v = qkv(hkv=1)
     if form == "v_3d":
         v = v.expand(2, 8, 24, 16).reshape(16, 24, 16).clone()

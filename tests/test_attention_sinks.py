@@ -438,7 +438,7 @@ def test_tiny_gpt_oss_static_cache_decode(provider):
 @pytest.mark.slow
 def test_tiny_gpt_oss_static_cache_decode_batch_1():
     """The same decode at batch 1 (reference provider): the head merge after P @ V folds into one reshape of the 3D
-    bmm there (``math_form._check_merged``), which was a near-miss ("the attention is a 3D bmm over (B*H, L, D)")
+    bmm there (``score_forms.check_merged``), which was a near-miss ("the attention is a 3D bmm over (B*H, L, D)")
     on both layers; now both are decode_attention with sinks, logits and greedy tokens as eager's."""
     notes = _decode_tiny_gpt_oss("reference", 1)
     assert notes and all("P @ V used (B*H, Lq, Dv)" in n for n in notes), notes

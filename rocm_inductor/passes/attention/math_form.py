@@ -7,11 +7,11 @@ head), scores by ``baddbmm(input, q, k^T, beta=0, alpha=c)`` with k transposed a
 CPU SDPA's own decomposition (Dv != D, a 3D mask), SDPA's math fallback (half q/k/v up-cast to float32
 and the result cast back), GPT-OSS's attention with sinks (``softmax(cat([s, sinks], -1))[..., :-1]``,
 ``softmax.sink_softmax``: the op's ``sinks``), Gemma2's soft-capped scores ``c * tanh(s / c)`` (the op's
-``softcap``) and (B*H)-flattened 3D attention (whisper / fairseq: B*H rows of one head), both in
-``score_forms.py``, and 4D attention whose ``P @ V`` is used (B*H, Lq, Dv) without its (B, H, Lq, Dv) view
-(batch 1: ``views.py`` folds the head merge's view / transpose / reshape into one reshape of the bmm;
-:func:`_check_merged`). Every node from the scores on must feed only this attention (the q/k/v/mask/sink
-preparation may be shared, e.g. two attentions over one cache).
+``softcap``), (B*H)-flattened 3D attention (whisper / fairseq: B*H rows of one head) and 4D attention whose
+``P @ V`` is used (B*H, Lq, Dv) without its (B, H, Lq, Dv) view (batch 1: ``views.py`` folds the head merge's
+view / transpose / reshape into one reshape of the bmm), all three in ``score_forms.py``. Every node from the
+scores on must feed only this attention (the q/k/v/mask/sink preparation may be shared, e.g. two attentions
+over one cache).
 Near-misses, each with its reason (a softmax over bmm scores feeding a bmm is never skipped silently): MLA's
 two products summed, baddbmm with a bias (beta != 0: ALiBi), a tensor scale or soft cap, an unrecognised mask
 or softmax spelling, dropout on the probabilities, a sink form the op cannot take (or sinks on 3D tensors), a
@@ -32,7 +32,7 @@ from ..fx import RESHAPES, insert_call, is_call, known_equal, shape
 from .emit import Attention
 from .heads import strip_clones
 from .masks import WHERES, MaskSource, fill_mask, mask_source
-from .score_forms import QK, flat_views, softcap_of
+from .score_forms import NOT_4D, QK, check_merged, flat_views, softcap_of
 from .softmax import normalised_exp, reaches, sink_softmax, softmax_input, strip_scale, under_dropout
 
 aten = torch.ops.aten
@@ -234,29 +234,6 @@ def _check_private(bmm2: Node, out: Node, stop: set, bmm1: Node) -> None:
                        "(output_attentions?): rewriting would compute the attention twice")
 
 
-_NOT_4D = ("the attention is a 3D bmm over (B*H, L, D) (P @ V not a view of (B, H, Lq, Dv) / its operands not "
-           "flattened 4D tensors) after 4D scores: the op takes (B, H, L, D)")
-
-
-def _check_merged(bmm2: Node, qs: tuple, lkv: Any, dv: Any) -> None:
-    """``P @ V`` whose (B*H, Lq, Dv) result is used without its (B, H, Lq, Dv) view (at B = 1 the head merge's
-    transpose moves only size-1 dims, and ``views.py`` folds view, transpose and reshape into one reshape of the
-    bmm): taken when both operands are the row-major (B*H) flattenings of (B, H, Lq, Lkv) probabilities and
-    (B, H, Lkv, Dv) values (behind any expand), so the bmm's rows are the op's (b, h) in order.
-
-    Raises:
-        Miss: the operands are other flattenings (e.g. heads folded into the query rows: (B, H*Lq, Lkv)).
-    """
-    b, h, lq = qs[0], qs[1], qs[2]
-    for x, want in ((bmm2.args[0], (b, h, lq, lkv)), (bmm2.args[1], (b, h, lkv, dv))):
-        s3, s4 = shape(x), shape(strip_clones(x.args[0]))
-        flat = (b * h, want[2], want[3])
-        if not (len(s3) == 3 and len(s4) == 4 and all(known_equal(a, c) for a, c in zip(s4, want, strict=True))
-                and all(known_equal(a, c) for a, c in zip(s3, flat, strict=True))):
-            raise Miss(f"{_NOT_4D}; P @ V's operands are {shape(bmm2.args[0])} @ {shape(bmm2.args[1])}, not "
-                       f"(B*H, Lq, Lkv) @ (B*H, Lkv, Dv) flattenings of q's (B, H, Lq) = {(b, h, lq)}")
-
-
 def math_candidate(bmm2: Node) -> Attention | None:
     """The :class:`~.emit.Attention` of a decomposed attention ending in ``bmm2`` (``softmax(q k^T * s + m) @ v``),
     None when ``bmm2`` is not one.
@@ -289,7 +266,7 @@ def math_candidate(bmm2: Node) -> Attention | None:
         out = bmm2
         q, k, v4, mask = flat_views(bmm2, qk, mask, sink)
     elif p4 is None or v4 is None:
-        raise Miss(_NOT_4D)
+        raise Miss(NOT_4D)
     else:
         merged = not (len(users) == 1 and is_call(users[0], *RESHAPES) and len(shape(users[0])) == 4)
         out = bmm2 if merged else users[0]
@@ -297,7 +274,7 @@ def math_candidate(bmm2: Node) -> Attention | None:
         if not (len(qs) == len(ks_) == len(vs_) == 4 and len(ss) == 4 and (merged or len(os_) == 4)):
             raise Miss(f"q/k/v/scores/output ranks {len(qs)}/{len(ks_)}/{len(vs_)}/{len(ss)}/{len(os_)}, not 4D")
         if merged:
-            _check_merged(bmm2, qs, ks_[2], vs_[3])
+            check_merged(bmm2, qs, ks_[2], vs_[3])
         want_s, want_o = (qs[0], qs[1], qs[2], ks_[2]), (qs[0], qs[1], qs[2], vs_[3])
         if not (all(known_equal(a, b) for a, b in zip(ss, want_s, strict=True))
                 and (merged or all(known_equal(a, b) for a, b in zip(os_, want_o, strict=True)))

@@ -1,5 +1,6 @@
-"""Two forms of the math form's scores the op takes besides ``c * (q @ k^T)`` viewed (B, H, Lq, Lkv):
-soft-capped scores and (B*H)-flattened 3D attention.
+"""Forms of the math form's scores and products the op takes besides ``c * (q @ k^T)`` viewed (B, H, Lq, Lkv)
+and ``P @ V`` viewed (B, H, Lq, Dv): soft-capped scores, (B*H)-flattened 3D attention, and 4D attention whose
+``P @ V`` is used (B*H, Lq, Dv) (batch 1: :func:`check_merged`).
 
 Soft cap (Gemma2 / Gemma3's ``attn_logit_softcapping``, transformers models/gemma2/modeling_gemma2.py
 ``eager_attention_forward``: ``w = w / softcap; w = tanh(w); w = w * softcap`` after the scaling, before the
@@ -24,6 +25,7 @@ from torch.fx import Node
 
 from ..contract import Miss
 from ..fx import CONVERT, insert_call, is_call, known_equal, shape
+from .heads import strip_clones
 from .masks import MaskSource
 from .softmax import strip_scale
 
@@ -85,3 +87,25 @@ def flat_views(bmm2: Node, qk: QK, mask: MaskSource, sink: Any) -> tuple[Node, N
         mask = dataclasses.replace(mask, node=node)
     return q4, k4, v4, mask
 
+
+NOT_4D = ("the attention is a 3D bmm over (B*H, L, D) (P @ V not a view of (B, H, Lq, Dv) / its operands not "
+           "flattened 4D tensors) after 4D scores: the op takes (B, H, L, D)")
+
+
+def check_merged(bmm2: Node, qs: tuple, lkv: Any, dv: Any) -> None:
+    """``P @ V`` whose (B*H, Lq, Dv) result is used without its (B, H, Lq, Dv) view (at B = 1 the head merge's
+    transpose moves only size-1 dims, and ``views.py`` folds view, transpose and reshape into one reshape of the
+    bmm): taken when both operands are the row-major (B*H) flattenings of (B, H, Lq, Lkv) probabilities and
+    (B, H, Lkv, Dv) values (behind any expand), so the bmm's rows are the op's (b, h) in order.
+
+    Raises:
+        Miss: the operands are other flattenings (e.g. heads folded into the query rows: (B, H*Lq, Lkv)).
+    """
+    b, h, lq = qs[0], qs[1], qs[2]
+    for x, want in ((bmm2.args[0], (b, h, lq, lkv)), (bmm2.args[1], (b, h, lkv, dv))):
+        s3, s4 = shape(x), shape(strip_clones(x.args[0]))
+        flat = (b * h, want[2], want[3])
+        if not (len(s3) == 3 and len(s4) == 4 and all(known_equal(a, c) for a, c in zip(s4, want, strict=True))
+                and all(known_equal(a, c) for a, c in zip(s3, flat, strict=True))):
+            raise Miss(f"{NOT_4D}; P @ V's operands are {shape(bmm2.args[0])} @ {shape(bmm2.args[1])}, not "
+                       f"(B*H, Lq, Lkv) @ (B*H, Lkv, Dv) flattenings of q's (B, H, Lq) = {(b, h, lq)}")
