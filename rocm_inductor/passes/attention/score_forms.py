@@ -93,10 +93,11 @@ NOT_4D = ("the attention is a 3D bmm over (B*H, L, D) (P @ V not a view of (B, H
 
 
 def check_merged(bmm2: Node, qs: tuple, lkv: Any, dv: Any) -> None:
-    """``P @ V`` whose (B*H, Lq, Dv) result is used without its (B, H, Lq, Dv) view (at B = 1 the head merge's
-    transpose moves only size-1 dims, and ``views.py`` folds view, transpose and reshape into one reshape of the
-    bmm): taken when both operands are the row-major (B*H) flattenings of (B, H, Lq, Lkv) probabilities and
-    (B, H, Lkv, Dv) values (behind any expand), so the bmm's rows are the op's (b, h) in order.
+    """``P @ V`` whose (B*H, Lq, Dv) result is used without its (B, H, Lq, Dv) view: taken when both operands are
+    the row-major (B*H) flattenings of (B, H, Lq, Lkv) probabilities and (B, H, Lkv, Dv) values (behind any
+    expand), so the bmm's rows are the op's (b, h) in order, at any B. It arises at B = 1, where the head merge's
+    transpose moves only size-1 dims and ``views.py`` folds view, transpose and reshape into one reshape of the
+    bmm, and in model code that uses the 3D result (an explicit ``torch.bmm`` of flattened heads).
 
     Raises:
         Miss: the operands are other flattenings (e.g. heads folded into the query rows: (B, H*Lq, Lkv)).
