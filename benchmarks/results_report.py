@@ -7,8 +7,10 @@ name order). A notes file is Markdown with directive lines, each on a line of it
 ``{{table TOPIC VIEW [where=COL:V1|V2;COL2:V] [since=DATE] [before=DATE] [columns=C1,C2,...]
 [rows=C1,C2 cols=C value=C [order=V1,V2]] [sort=C1,C2] [round=C:N;C2:N]}}``
     A table of TOPIC's rows (quote an argument that holds spaces: ``"where=case:norm ours|floor"``).
-    VIEW is ``current`` (per configuration, the rows of the latest run that measured it), ``history`` (every
-    measured row that is not current, one table per run, oldest first) or ``run:RUN_ID`` (that run's rows).
+    VIEW is ``current`` (per configuration and GPU, the rows of the latest run that measured it: a run on
+    another GPU never supersedes a measurement; add ``gpu`` to ``columns`` where two GPUs share a table),
+    ``history`` (every measured row that is not current, one table per run, oldest first) or ``run:RUN_ID``
+    (that run's rows).
     ``since`` / ``before`` keep rows whose run's date is on or after / before DATE (``YYYY-MM-DD``): a current
     configuration nobody re-measured since the code changed is shown apart. ``columns`` prints those columns;
     ``rows``/``cols``/``value`` print a pivot (one line per distinct ``rows`` tuple, one column per distinct
@@ -22,7 +24,9 @@ A notes file's text above a line ``<!-- history -->`` goes into RESULTS.md's "Cu
 into its "History" part, each under the file's first heading; the index of every run comes last.
 
 The fixed-column CSVs (:data:`VIEWS`: ``results/decode_attention.csv``, ``sampling.csv``, ``decode_gemm.csv``)
-are written as views of the current rows; their names and columns are read by outside checks and never change.
+are written as views of the current rows measured on :data:`VIEW_GPU` (the GPU the issues' numbers name; other
+GPUs' rows stay in the long files and the notes' tables); their names and columns are read by outside checks and
+never change.
 
     python benchmarks/results_report.py            # write RESULTS.md, the views and the charts
     python benchmarks/results_report.py --check    # exit 1 if RESULTS.md or a view is not what the data gives
@@ -52,6 +56,9 @@ RESULTS = HERE / "results"
 NOTES = RESULTS / "notes"
 CHART_DIR = RESULTS / "charts"
 OUT_MD = HERE / "RESULTS.md"
+#: The GPU whose current rows the fixed-column views hold (the long files' ``gpu``; rows without a GPU, e.g. the
+#: CPU's, are not measurements of a view).
+VIEW_GPU = "NVIDIA H200"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,7 +160,7 @@ class Data:
         return [r for r in self.rows[topic] if any(r.get(c, "") for c in cols)]
 
     def _latest(self, topic: str) -> set[int]:
-        key = TOPICS[topic].key
+        key = ("gpu", *TOPICS[topic].key)  # per GPU: an H100 run must not hide the H200's numbers
         best: dict[tuple, int] = {}
         rows = self.measured(topic)
         for r in rows:
@@ -326,7 +333,7 @@ def build_markdown(data: Data, notes_dir: pathlib.Path = NOTES) -> str:
 
 def build_view(data: Data, view: View) -> str:
     """The CSV text of a fixed-column view."""
-    rows = [r for r in data.select(view.topic, "current", view.where)]
+    rows = data.select(view.topic, "current", {"gpu": (VIEW_GPU,), **view.where})
     if view.sort:
         rows.sort(key=lambda r: tuple(t(r[c]) for c, t in view.sort))
     buf = io.StringIO()

@@ -42,7 +42,7 @@ def test_every_topic_file_starts_with_the_run_columns():
 def test_a_new_run_supersedes_and_keeps_history(tmp_path):
     runs = tmp_path / "runs"
     shutil.copytree(BENCH / "results" / "runs", runs)
-    meta = {"gpu": "G", "torch": "t", "triton": "tr", "transformers": "tf", "flashinfer": "none"}
+    meta = {"gpu": report.VIEW_GPU, "torch": "t", "triton": "tr", "transformers": "tf", "flashinfer": "none"}
     rid = run_log.append_run("decode_gemm", [{"model": "llama", "batch": 1, "config": "inductor", "step_us": "1.5"}],
                              script="s", what="w", run_id="9999-new", date="9999-01-01", meta=meta, runs_dir=runs)
     data = report.Data(runs)
@@ -53,3 +53,21 @@ def test_a_new_run_supersedes_and_keeps_history(tmp_path):
     assert "1581.1" in {r["step_us"] for r in old}
     view = report.build_view(data, report.VIEWS["decode_gemm.csv"])
     assert "llama,1,inductor,1.5\n" in view and "llama,1,inductor,1581.1\n" not in view
+
+
+def test_a_run_on_another_gpu_supersedes_nothing(tmp_path):
+    """An H100 run of a configuration is current for the H100 only: the H200's row stays current and stays the
+    view's, and both GPUs' rows reach a notes table."""
+    runs = tmp_path / "runs"
+    shutil.copytree(BENCH / "results" / "runs", runs)
+    meta = {"gpu": "NVIDIA H100 80GB HBM3", "torch": "t", "triton": "tr", "transformers": "tf", "flashinfer": "none"}
+    rid = run_log.append_run("decode_gemm", [{"model": "llama", "batch": 1, "config": "inductor", "step_us": "2.5"}],
+                             script="s", what="w", run_id="9999-h100", date="9999-01-01", meta=meta, runs_dir=runs)
+    data = report.Data(runs)
+    key = {"model": ("llama",), "batch": ("1",), "config": ("inductor",)}
+    cur = data.select("decode_gemm", "current", key)
+    assert sorted(r["gpu"] for r in cur) == sorted(["NVIDIA H100 80GB HBM3", report.VIEW_GPU])
+    assert rid in {r["run_id"] for r in cur}
+    before = report.build_view(report.Data(), report.VIEWS["decode_gemm.csv"])
+    assert report.build_view(data, report.VIEWS["decode_gemm.csv"]) == before
+    assert "llama,1,inductor,2.5" not in before
