@@ -169,6 +169,25 @@ def test_counters_fall_back_where_one_launch_is_unsafe():
     buf = A._counters(torch.device("cpu"), 8)
     assert buf is not None and buf.dtype == torch.int32 and buf.numel() == A.MAX_COUNTERS
     assert A._counters(torch.device("cpu"), 8) is buf  # one buffer per device, kept for captured graphs
+    # a GPU's buffer only comes from reserve_counters (compile time): a launch never allocates one, since it may
+    # run inside cudagraph trees' warmup, whose allocations belong to the graph pool
+    assert A._counters(torch.device("cuda", 7), 8) is None and "cuda:7" not in A._COUNTERS
+
+
+def test_provider_check_reserves_the_counters_only_for_a_gpu(monkeypatch):
+    from rocm_inductor.ops.attention import attention_spec
+    from rocm_inductor.providers import get_provider
+
+    A = _tri()
+    seen = []
+    monkeypatch.setattr(A, "reserve_counters", seen.append)
+    q, k, v = torch.randn(1, 4, 1, 16), torch.randn(1, 2, 32, 16), torch.randn(1, 2, 32, 16)
+    spec = attention_spec(q, k, v, None)
+    assert spec["device"] == torch.device("cpu")
+    assert get_provider("triton").check("decode_attention", spec) is None and seen == []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    gpu = {**spec, "device": torch.device("cuda", 0)}
+    assert get_provider("triton").check("decode_attention", gpu) is None and seen == [torch.device("cuda", 0)]
 
 
 def test_aot_cases_cover_one_launch_and_positions():
@@ -279,3 +298,29 @@ def test_gpu_positions_window_and_sinks(no_env):
             got = _replay(lambda one=one, sk=sk, window=window: A.decode_attention(
                 q, k, v, None, 0.125, sinks=sk, positions=pos, window=window, inline_combine=one, num_splits=4))
             torch.testing.assert_close(got.float(), want.float(), atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.gpu
+def test_one_launch_under_cudagraph_trees_from_a_fresh_process(monkeypatch):
+    """The first one-launch compile of a process under cudagraph trees: the counters must not be allocated by the
+    warmup launch (it runs in the graph's pool: "Detected 1 tensor(s) in the cudagraph pool not tracked as
+    outputs", seen on the H100 in benchmarks/e2e/decode_step.py's Llama one_launch config)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    A = _tri()
+    monkeypatch.setenv(A.ONE_LAUNCH_ENV, "1")
+    monkeypatch.setattr(A, "_COUNTERS", {})
+    q, k, v = (torch.randn(s, device="cuda", dtype=torch.bfloat16) for s in ((2, 8, 1, 64), (2, 2, 4096, 64),
+                                                                             (2, 2, 4096, 64)))
+
+    def attn(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+    torch._dynamo.reset()
+    fn = torch.compile(attn, backend="rocm_fused", options={"cudagraphs": True, "providers": {"attention": "triton"}})
+    want = attn(q, k, v).float()
+    for _ in range(3):
+        torch.compiler.cudagraph_mark_step_begin()
+        got = fn(q, k, v).float()
+    assert (got - want).abs().max() < 2e-2
+    assert str(q.device) in A._COUNTERS and int(A._COUNTERS[str(q.device)].abs().sum()) == 0

@@ -45,7 +45,8 @@ Compile-time spec keys read by providers' ``check`` (built by :func:`attention_s
     mask_kind ("none" | "bool" | "additive"), mask_dtype (None without a mask), mask_shape (tuple of int or
     None per dim), last_dim_contiguous (bool: q, k, v and mask all have unit stride in their last dim, or the
     dim has size 1), cudagraphs (bool: Inductor will capture the graph), sinks_dtype (None without sinks),
-    positions_dtype (None without positions), window (int), softcap (float, 0.0: none).
+    positions_dtype (None without positions), window (int), softcap (float, 0.0: none), device (q's
+    ``torch.device``; not part of a store signature).
 """
 
 from __future__ import annotations
@@ -200,4 +201,5 @@ def attention_spec(q: Any, k: Any, v: Any, mask: Any | None, cudagraphs: bool = 
         "positions_dtype": None if positions is None else positions.dtype,
         "window": int(window),
         "softcap": float(softcap),
+        "device": q.device,
     }

@@ -28,8 +28,8 @@ and ``Lq`` rows into the M dim of ``tl.dot`` (padded to >= 16) means K and V are
    per-tile int32 counter, ``atomic_add`` acq_rel at gpu scope after a CTA barrier) merges the tile's rows and
    puts the counter back to 0, so the next launch and every CUDA-graph replay start from zeros; or in two
    launches, ``_combine_kernel`` (grid ``B * Hq * Lq``) after the split kernel. One launch is taken where
-   ``config.one_launch_wanted`` says so and it is safe (:func:`_counters`: the device's counter buffer exists
-   outside a capture and is large enough; launches of one device run one at a time, as on one stream).
+   ``config.one_launch_wanted`` says so and it is safe (:func:`_counters`: the device's counter buffer was
+   reserved at compile time and is large enough; launches of one device run one at a time, as on one stream).
 4. Sinks (GPT-OSS): the row's sink logit joins the final max and adds ``exp(sink - m)`` to ``l`` only, where
    the row is written: the unsplit program's store, or the combine of the splits (the split programs do not
    read it). A row nothing kept then has ``l = 1``, ``acc = 0``: zeros, as GPT-OSS's eager code gives.
@@ -93,7 +93,8 @@ from .kernels import _combine_kernel, _split_kernel
 
 __all__ = ["CONFIG_KEYS", "INPUT_DTYPES", "MASK_DTYPES", "MAX_COUNTERS", "MAX_HEAD_DIM", "MAX_Q_LEN", "MAX_SPLITS",
            "MIN_SPLIT_LEN", "ONE_LAUNCH_ENV", "POS_DTYPES", "PROGRAMS_PER_SM", "aot_cases", "block_sizes", "check",
-           "combine_warps", "decode_attention", "launch_config", "one_launch_wanted", "pick", "stored_config",
+           "combine_warps", "decode_attention", "launch_config", "one_launch_wanted", "pick", "reserve_counters",
+           "stored_config",
            "_combine_kernel", "_split_kernel"]
 
 #: Tests and the level-2 tuner (``tuning/worker.py:forced_config``): force this many splits / this BLOCK_N.
@@ -102,24 +103,34 @@ FORCE_BLOCK_N: int | None = None
 #: SM count used under the interpreter (CPU tests): small, so the default there is one split.
 INTERP_SMS = 1
 #: The one-launch form's split counters, one int32 buffer of MAX_COUNTERS per device (zeros; every launch leaves
-#: them zero). Allocated at the first one-launch call outside a CUDA-graph capture and never freed: captured
-#: graphs keep using it.
+#: them zero), never freed: captured graphs keep using it. A GPU's buffer is allocated at compile time
+#: (:func:`reserve_counters`, from the provider's check); a CPU's (the interpreter) at its first launch.
 _COUNTERS: dict[str, torch.Tensor] = {}
+
+
+def reserve_counters(device: torch.device) -> None:
+    """Allocate ``device``'s counter buffer (MAX_COUNTERS int32, 256 KiB) unless it exists or a CUDA-graph
+    capture is running. Called at compile time, outside any graph's memory pool: a buffer allocated by a launch
+    can fall in the pool of cudagraph trees' warmup run, which then fails its check ("Detected 1 tensor(s) in the
+    cudagraph pool not tracked as outputs", seen on the H100 on the first one-launch compile of a process)."""
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())  # the key a launch looks up: str(q.device)
+    key = str(device)
+    if key in _COUNTERS or (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+        return
+    _COUNTERS[key] = torch.zeros(MAX_COUNTERS, dtype=torch.int32, device=device)
 
 
 def _counters(device: torch.device, n: int) -> torch.Tensor | None:
     """The device's counter buffer when the one-launch form is safe for ``n`` tiles, else None (two launches):
-    more tiles than :data:`MAX_COUNTERS`, or the first use falls inside a CUDA-graph capture (a buffer allocated
-    there would be zeroed by the graph, and its memory would belong to the graph's pool)."""
+    more tiles than :data:`MAX_COUNTERS`, or a GPU whose buffer was not reserved at compile time (a launch never
+    allocates it there: it may run inside a CUDA-graph capture or cudagraph trees' warmup, whose allocations
+    belong to the graph's pool)."""
     if n > MAX_COUNTERS:
         return None
-    key = str(device)
-    buf = _COUNTERS.get(key)
-    if buf is None:
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            return None
-        buf = _COUNTERS[key] = torch.zeros(MAX_COUNTERS, dtype=torch.int32, device=device)
-    return buf
+    if device.type == "cpu":
+        reserve_counters(device)
+    return _COUNTERS.get(str(device))
 
 
 def _mask_strides(mask: torch.Tensor) -> tuple[int, int, int, int]:
