@@ -141,11 +141,12 @@ for _kind in ("rocm", "cuda"):
 PASS_DEFAULTS["rocm"]["moe_experts"] = False
 PASS_DEFAULTS["cuda"]["moe_experts"] = True
 
-# rope_kv (q/k RoPE + the K/V cache writes in one launch, issue 31): OFF on both GPU platforms. A/B'd on an H100 at
-#   B = 1 (runs/decode_step.csv, run 2026-12-06-2341-decode_step, config "rope_kv"): Llama-3.2-1B 1.3% faster, Qwen3-0.6B
-#   2.2% slower (its RoPE follows the per-head q/k norms Inductor fuses it with); not measured on the H200. Our Triton kernel is the only provider (no vendor op fuses the cache write with
-#   the model's cos/sin). Enable with options={"passes": {"rope_kv": True}} (the rope pass may stay off:
-#   rope_kv runs its discovery on the rotations written into caches).
+# rope_kv (q/k RoPE + the K/V cache writes in one launch, issue 31): OFF on both GPU platforms. A/B'd on an H100
+#   at B = 1 (runs/decode_step.csv, run 2026-12-06-2341-decode_step, config "rope_kv"): Llama-3.2-1B 1.3% faster,
+#   Qwen3-0.6B 2.2% slower (its RoPE follows the per-head q/k norms Inductor fuses it with); not measured on the
+#   H200. Our Triton kernel is the only provider (no vendor op fuses the cache write with the model's cos/sin).
+#   Enable with options={"passes": {"rope_kv": True}} (the rope pass may stay off: rope_kv runs its discovery on
+#   the rotations written into caches).
 for _kind in ("rocm", "cuda"):
     PROVIDER_ORDER[_kind]["rope_kv_write"] = ("triton",)
     PASS_DEFAULTS[_kind]["rope_kv"] = False
