@@ -9,8 +9,6 @@ import importlib
 import os
 from typing import Any
 
-import torch
-
 from ..base import Provider
 
 
@@ -58,11 +56,7 @@ class TritonProvider(Provider):
         if reason is None and op == "sample":
             reason = self.kernels("sampling").check(spec)
         if reason is None and op == "decode_attention":
-            reason = self.kernels("attention").check(spec)
-            dev = spec.get("device")
-            if reason is None and isinstance(dev, torch.device) and dev.type == "cuda" and torch.cuda.is_available():
-                # compile time, outside any CUDA-graph pool: the one-launch form's counters (a launch never allocates)
-                self.kernels("attention").reserve_counters(dev)
+            reason = self.kernels("attention").check(spec)  # also reserves the one-launch counters on a GPU
         if reason is None and op == "merged_gemm":
             reason = self.kernels("gemm_merge").check(spec)
         if reason is None and op == "rms_norm_gemm":

@@ -28,8 +28,9 @@ and ``Lq`` rows into the M dim of ``tl.dot`` (padded to >= 16) means K and V are
    per-tile int32 counter, ``atomic_add`` acq_rel at gpu scope after a CTA barrier) merges the tile's rows and
    puts the counter back to 0, so the next launch and every CUDA-graph replay start from zeros; or in two
    launches, ``_combine_kernel`` (grid ``B * Hq * Lq``) after the split kernel. One launch is taken where
-   ``config.one_launch_wanted`` says so and it is safe (:func:`_counters`: the device's counter buffer was
-   reserved at compile time and is large enough; launches of one device run one at a time, as on one stream).
+   ``config.one_launch_wanted`` says so and it is safe (:func:`_counters`: the device's counter buffer exists,
+   reserved by :func:`check` at compile time or by an eager launch outside a capture, and is large enough;
+   launches of one device run one at a time, as on one stream).
 4. Sinks (GPT-OSS): the row's sink logit joins the final max and adds ``exp(sink - m)`` to ``l`` only, where
    the row is written: the unsplit program's store, or the combine of the splits (the split programs do not
    read it). A row nothing kept then has ``l = 1``, ``acc = 0``: zeros, as GPT-OSS's eager code gives.
@@ -64,6 +65,8 @@ mask None / bool / float16 / bfloat16 / float32, 4D, each dim 1 or full; positio
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from .aot import aot_cases
@@ -80,7 +83,6 @@ from .config import (
     POS_DTYPES,
     PROGRAMS_PER_SM,
     block_sizes,
-    check,
     combine_warps,
     default_stages,
     launch_config,
@@ -88,6 +90,9 @@ from .config import (
     pick,
     stored_config,
     variant,
+)
+from .config import (
+    check as _limits,
 )
 from .kernels import _combine_kernel, _split_kernel
 
@@ -103,16 +108,18 @@ FORCE_BLOCK_N: int | None = None
 #: SM count used under the interpreter (CPU tests): small, so the default there is one split.
 INTERP_SMS = 1
 #: The one-launch form's split counters, one int32 buffer of MAX_COUNTERS per device (zeros; every launch leaves
-#: them zero), never freed: captured graphs keep using it. A GPU's buffer is allocated at compile time
-#: (:func:`reserve_counters`, from the provider's check); a CPU's (the interpreter) at its first launch.
+#: them zero), never freed: captured graphs keep using it. Reserved by :func:`check` at compile time, so a compiled
+#: graph's first launch finds it; an eager launch outside a capture allocates it itself.
 _COUNTERS: dict[str, torch.Tensor] = {}
 
 
 def reserve_counters(device: torch.device) -> None:
     """Allocate ``device``'s counter buffer (MAX_COUNTERS int32, 256 KiB) unless it exists or a CUDA-graph
-    capture is running. Called at compile time, outside any graph's memory pool: a buffer allocated by a launch
-    can fall in the pool of cudagraph trees' warmup run, which then fails its check ("Detected 1 tensor(s) in the
-    cudagraph pool not tracked as outputs", seen on the H100 on the first one-launch compile of a process)."""
+    capture is running (a buffer allocated there would be zeroed by the graph and belong to its pool).
+
+    A compiled graph needs it reserved before it runs: cudagraph trees' warmup run allocates in the graph's pool,
+    and a buffer a launch allocated there fails its check ("Detected 1 tensor(s) in the cudagraph pool not
+    tracked as outputs", seen on the H100 on the first one-launch compile of a process)."""
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())  # the key a launch looks up: str(q.device)
     key = str(device)
@@ -121,15 +128,22 @@ def reserve_counters(device: torch.device) -> None:
     _COUNTERS[key] = torch.zeros(MAX_COUNTERS, dtype=torch.int32, device=device)
 
 
+def check(spec: dict[str, Any]) -> str | None:
+    """``config.check``'s limits; where they take a GPU call, also reserves its device's counters (compile time,
+    outside any graph pool: :func:`reserve_counters`)."""
+    reason = _limits(spec)
+    dev = spec.get("device")
+    if reason is None and isinstance(dev, torch.device) and dev.type == "cuda" and torch.cuda.is_available():
+        reserve_counters(dev)
+    return reason
+
+
 def _counters(device: torch.device, n: int) -> torch.Tensor | None:
     """The device's counter buffer when the one-launch form is safe for ``n`` tiles, else None (two launches):
-    more tiles than :data:`MAX_COUNTERS`, or a GPU whose buffer was not reserved at compile time (a launch never
-    allocates it there: it may run inside a CUDA-graph capture or cudagraph trees' warmup, whose allocations
-    belong to the graph's pool)."""
+    more tiles than :data:`MAX_COUNTERS`, or none reserved yet and a CUDA-graph capture is running."""
     if n > MAX_COUNTERS:
         return None
-    if device.type == "cpu":
-        reserve_counters(device)
+    reserve_counters(device)
     return _COUNTERS.get(str(device))
 
 
