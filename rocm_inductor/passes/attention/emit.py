@@ -69,7 +69,7 @@ class Attention:
         flat: a (B*H)-flattened 3D attention (``score_forms.py``): q/k/v are its (B', 1, L, D) views and ``node``
             the 3D ``P @ V``, whose users get the op's output viewed back to 3D;
         merged: a 4D attention whose ``node`` is its 3D ``P @ V`` (B*H, Lq, Dv), used without the (B, H, Lq, Dv)
-            view (``score_forms.check_merged``: B = 1): its users get the op's output flattened back to 3D.
+            view (``score_forms.check_merged``, e.g. at B = 1): its users get the op's output flattened back to 3D.
     """
 
     node: Node
